@@ -1,0 +1,37 @@
+# The README's commands. Each target creates .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup demo test test-py bench lint
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	@# No NVIDIA GPU: take the CPU wheel of torch first (a plain `torch` would pull a multi-GB CUDA build).
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "NVIDIA GPU found: installing the default (CUDA) torch"; \
+	else \
+		echo "no NVIDIA GPU: installing the CPU torch wheel"; $(BIN)/pip install -q torch==2.13.0; \
+	fi
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/python -m dg_lsp.demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+	@# pytest exits 5 when it collected nothing; `set -e` semantics of make fail on it.
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python -m bench.run

@@ -1,0 +1,79 @@
+"""Special tokens, the byte-level BPE recipe, and the infill prompt layout shared by training and inference."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+# Ids 0..2 are fixed by the DiffusionGemma architecture (pad, eos, bos); the FIM sentinels follow.
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>"]
+INFILL_FILE = "infill.json"
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Byte-level BPE: every UTF-8 string round-trips losslessly (the 256 byte symbols are always present)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+@dataclass(frozen=True)
+class InfillFormat:
+    """How a checkpoint wants prefix/suffix laid out in the encoder context (from `infill.json`).
+
+    "suffix_first": <bos><fim_suffix>SUFFIX<fim_prefix>PREFIX<fim_middle>. The encoder is causal, so while the user
+    types at the cursor only the tail of the context changes and the KV cache of everything before it is reusable.
+    """
+
+    layout: str = "suffix_first"
+    bos_id: int = 2
+    eos_id: int = 1
+    pad_id: int = 0
+    fim_prefix_id: int = 3
+    fim_middle_id: int = 4
+    fim_suffix_id: int = 5
+    canvas_lengths: tuple[int, ...] = (16, 32, 64)
+
+    def __post_init__(self) -> None:
+        if self.layout not in ("suffix_first", "prefix_first"):
+            raise ValueError(f"infill layout must be 'suffix_first' or 'prefix_first', got {self.layout!r}")
+        if not self.canvas_lengths or any(c <= 0 for c in self.canvas_lengths):
+            raise ValueError(f"canvas_lengths must be positive, got {self.canvas_lengths}")
+
+    def context(self, prefix_ids: list[int], suffix_ids: list[int]) -> list[int]:
+        if self.layout == "suffix_first":
+            return [self.bos_id, self.fim_suffix_id, *suffix_ids, self.fim_prefix_id, *prefix_ids, self.fim_middle_id]
+        return [self.bos_id, self.fim_prefix_id, *prefix_ids, self.fim_suffix_id, *suffix_ids, self.fim_middle_id]
+
+    @classmethod
+    def load(cls, checkpoint: Path, tokenizer: Tokenizer | None) -> InfillFormat:
+        path = Path(checkpoint) / INFILL_FILE
+        raw = json.loads(path.read_text()) if path.exists() else {}
+        ids = {}
+        if tokenizer is not None:
+            for name, tok in (("fim_prefix_id", "<fim_prefix>"), ("fim_middle_id", "<fim_middle>"),
+                              ("fim_suffix_id", "<fim_suffix>")):
+                tid = tokenizer.token_to_id(tok)
+                if tid is not None:
+                    ids[name] = tid
+        return cls(
+            layout=raw.get("layout", "suffix_first"),
+            canvas_lengths=tuple(raw.get("canvas_lengths", (16, 32, 64))),
+            **ids,
+        )
+
+    def save(self, checkpoint: Path) -> None:
+        body = {"layout": self.layout, "canvas_lengths": list(self.canvas_lengths)}
+        (Path(checkpoint) / INFILL_FILE).write_text(json.dumps(body, indent=2) + "\n")
