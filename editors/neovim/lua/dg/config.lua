@@ -1,0 +1,101 @@
+--- dg.config: the plugin's defaults and the check of what the user passed to setup().
+local M = {}
+
+--- Insert-mode keys; false disables one. Each falls back to the key's normal meaning when no
+--- ghost text is shown.
+M.defaults = {
+  -- Command that starts the server over stdio. Tests use { python, "-m", "dg_lsp" }.
+  cmd = { "dg-lsp" },
+  -- nil: every filetype (the server's own `languages` setting filters further).
+  filetypes = nil,
+  root_markers = { ".git" },
+  -- Server settings (docs/PROTOCOL.md, camelCase keys), sent as initializationOptions and as
+  -- workspace/didChangeConfiguration {settings = {dg = ...}}.
+  settings = {},
+  -- Render dg/draft notifications as virtual text. nil: follow settings.drafts.
+  drafts = nil,
+  keymaps = {
+    accept = "<Tab>",
+    accept_word = "<M-Right>",
+    accept_line = "<M-Down>",
+    next = "<M-]>",
+    prev = "<M-[>",
+    dismiss = "<C-]>",
+  },
+}
+
+local function check(errors, ok, msg)
+  if not ok then
+    table.insert(errors, msg)
+  end
+end
+
+--- Merge user options over the defaults. Returns the config and a list of problems; a bad key
+--- keeps its default.
+---@param opts table|nil
+---@return table config, string[] errors
+function M.resolve(opts)
+  opts = opts or {}
+  local errors = {}
+  local cfg = vim.deepcopy(M.defaults)
+  if type(opts) ~= "table" then
+    return cfg, { "setup() takes a table" }
+  end
+  for key, value in pairs(opts) do
+    if M.defaults[key] == nil and key ~= "filetypes" and key ~= "drafts" then
+      table.insert(errors, ("unknown option %q"):format(tostring(key)))
+    elseif key == "cmd" then
+      local ok = (type(value) == "table" and #value > 0) or type(value) == "function"
+      check(errors, ok, "cmd must be a non-empty list (or a function, see :h vim.lsp.Config)")
+      if ok then
+        cfg.cmd = value
+      end
+    elseif key == "keymaps" then
+      if type(value) ~= "table" then
+        table.insert(errors, "keymaps must be a table")
+      else
+        for name, lhs in pairs(value) do
+          if M.defaults.keymaps[name] == nil then
+            table.insert(errors, ("unknown keymap %q"):format(tostring(name)))
+          elseif lhs ~= false and type(lhs) ~= "string" then
+            table.insert(errors, ("keymaps.%s must be a key string or false"):format(name))
+          else
+            cfg.keymaps[name] = lhs
+          end
+        end
+      end
+    elseif key == "settings" then
+      check(errors, type(value) == "table", "settings must be a table")
+      if type(value) == "table" then
+        cfg.settings = vim.deepcopy(value)
+      end
+    elseif key == "filetypes" or key == "root_markers" then
+      check(errors, value == nil or type(value) == "table", key .. " must be a list")
+      if type(value) == "table" then
+        cfg[key] = value
+      end
+    elseif key == "drafts" then
+      check(errors, type(value) == "boolean", "drafts must be true or false")
+      if type(value) == "boolean" then
+        cfg.drafts = value
+      end
+    end
+  end
+  if cfg.drafts == nil then
+    cfg.drafts = cfg.settings.drafts == true
+  elseif cfg.drafts and cfg.settings.drafts == nil then
+    -- The server only streams drafts when asked to.
+    cfg.settings.drafts = true
+  end
+  return cfg, errors
+end
+
+--- The settings object as sent on the wire: an empty table must encode as {} not [].
+function M.wire_settings(settings)
+  if next(settings) == nil then
+    return vim.empty_dict()
+  end
+  return settings
+end
+
+return M

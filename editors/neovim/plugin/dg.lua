@@ -1,0 +1,33 @@
+-- dg.nvim user commands. Nothing starts until require("dg").setup{} is called.
+if vim.g.loaded_dg then
+  return
+end
+vim.g.loaded_dg = true
+
+local function run(name, opts)
+  local dg = require("dg")
+  local ok, need = dg.supported()
+  if not ok then
+    vim.notify("dg.nvim needs " .. need, vim.log.levels.ERROR)
+    return
+  end
+  if not dg.config then
+    vim.notify('dg: call require("dg").setup{} first', vim.log.levels.ERROR)
+    return
+  end
+  dg[name](opts)
+end
+
+local command = vim.api.nvim_create_user_command
+command("DgFill", function(opts)
+  run("fill", opts)
+end, { desc = "dg: fill the hole at the cursor" })
+command("DgRewrite", function(opts)
+  run("rewrite", opts)
+end, { range = true, bang = true, desc = "dg: rewrite the selected lines (! lets the server widen)" })
+command("DgToggle", function()
+  run("toggle")
+end, { desc = "dg: turn inline completion on/off" })
+command("DgStatus", function()
+  run("status")
+end, { desc = "dg: show the server's status" })

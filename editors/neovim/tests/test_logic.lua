@@ -1,0 +1,274 @@
+-- Pure-logic tests of the dg plugin: `nvim --clean --headless -l tests/test_logic.lua` (exit 1 on failure).
+-- No server: LSP pieces are replaced by small stubs where a function needs one.
+local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+vim.opt.rtp:prepend(root)
+
+local failures, count = 0, 0
+local function test(name, fn)
+  count = count + 1
+  local ok, err = pcall(fn)
+  if not ok then
+    failures = failures + 1
+    io.stderr:write(("FAIL %s: %s\n"):format(name, err))
+  end
+end
+local function eq(expected, actual, what)
+  if not vim.deep_equal(expected, actual) then
+    error(("%s: expected %s, got %s"):format(what or "value", vim.inspect(expected), vim.inspect(actual)), 2)
+  end
+end
+local function scratch(lines)
+  local bufnr = vim.api.nvim_create_buf(true, false)
+  vim.api.nvim_set_current_buf(bufnr)
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+  return bufnr
+end
+
+local text = require("dg.text")
+
+test("first_word", function()
+  eq("foo", text.first_word("foo bar"))
+  eq("  foo", text.first_word("  foo(bar)"))
+  eq("(", text.first_word("(x)"))
+  eq("):", text.first_word("): pass"))
+  eq("\n    return", text.first_word("\n    return a + b"))
+  eq("café", text.first_word("café au lait"))
+  eq("日本語", text.first_word("日本語 x"))
+  eq("   ", text.first_word("   "))
+  eq("", text.first_word(""))
+  eq("a_b1", text.first_word("a_b1.c"))
+end)
+
+test("first_line", function()
+  eq("return a", text.first_line("return a\nfoo"))
+  eq("\n    return a", text.first_line("\n    return a\n"))
+  eq("x", text.first_line("x"))
+  eq("", text.first_line(""))
+end)
+
+test("format_status", function()
+  eq("dg: off", text.format_status({ state = "ready" }, false))
+  eq("dg: starting", text.format_status(nil, true))
+  eq("dg: loading", text.format_status({ state = "loading", lastLatencyMs = vim.NIL }, true))
+  eq("dg: ready 123ms", text.format_status({ state = "ready", lastLatencyMs = 122.6 }, true))
+  eq("dg: busy 7ms", text.format_status({ state = "busy", lastLatencyMs = 7 }, true))
+  eq("dg: error", text.format_status({ state = "error", lastLatencyMs = 5 }, true))
+end)
+
+test("positions in every encoding", function()
+  local line = "é😀x" -- bytes: 2 + 4 + 1; utf-16 units: 1 + 2 + 1; code points: 3
+  eq(6, text.byte_col(line, 3, "utf-16"))
+  eq(6, text.byte_col(line, 2, "utf-32"))
+  eq(6, text.byte_col(line, 6, "utf-8"))
+  eq(#line, text.byte_col(line, 99, "utf-16"))
+  eq(3, text.lsp_character(line, 6, "utf-16"))
+  eq(2, text.lsp_character(line, 6, "utf-32"))
+  eq(4, text.lsp_character(line, #line, "utf-16"))
+  eq({ 0, 7 }, { text.end_of_insert(0, 4, "abc") })
+  eq({ 2, 2 }, { text.end_of_insert(0, 4, "abc\n\nde") })
+end)
+
+local config = require("dg.config")
+
+test("config defaults and overrides", function()
+  local cfg, errors = config.resolve(nil)
+  eq({}, errors)
+  eq({ "dg-lsp" }, cfg.cmd)
+  eq("<Tab>", cfg.keymaps.accept)
+  eq(false, cfg.drafts)
+  cfg, errors = config.resolve({ cmd = { "py", "-m", "dg_lsp" }, keymaps = { accept = "<C-y>", dismiss = false } })
+  eq({}, errors)
+  eq({ "py", "-m", "dg_lsp" }, cfg.cmd)
+  eq("<C-y>", cfg.keymaps.accept)
+  eq(false, cfg.keymaps.dismiss)
+  eq("<M-Right>", cfg.keymaps.accept_word)
+end)
+
+test("config errors keep defaults", function()
+  local cfg, errors = config.resolve({ cmd = {}, bogus = 1, keymaps = { nope = "x", accept = 3 } })
+  eq(4, #errors, "errors " .. vim.inspect(errors))
+  eq({ "dg-lsp" }, cfg.cmd)
+  eq("<Tab>", cfg.keymaps.accept)
+end)
+
+test("drafts follow the setting or ask the server for it", function()
+  eq(true, config.resolve({ settings = { drafts = true } }).drafts)
+  local cfg = config.resolve({ drafts = true })
+  eq(true, cfg.settings.drafts)
+  eq(false, config.resolve({ drafts = false, settings = { drafts = true } }).drafts)
+end)
+
+test("empty settings go on the wire as an object", function()
+  eq("{}", vim.json.encode(config.wire_settings({})))
+  eq('{"steps":8}', vim.json.encode(config.wire_settings({ steps = 8 })))
+end)
+
+local commands = require("dg.commands")
+
+test("rewrite range: whole lines", function()
+  local bufnr = scratch({ "a = 1", "bé = 2", "c = 3" })
+  vim.cmd("normal! \27") -- no visual mode used yet in this buffer's marks
+  local r = commands.rewrite_range(bufnr, 1, 2, "utf-16")
+  eq({ start = { line = 0, character = 0 }, ["end"] = { line = 1, character = 6 } }, r)
+  r = commands.rewrite_range(bufnr, 2, 2, "utf-8")
+  eq({ start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 7 } }, r)
+end)
+
+test("rewrite range: charwise selection", function()
+  local bufnr = scratch({ "x = fé(1)", "y = 2" })
+  vim.api.nvim_win_set_cursor(0, { 1, 4 })
+  vim.cmd("normal! v3l\27") -- selects "fé(1" (é is one character)
+  local r = commands.rewrite_range(bufnr, 1, 1, "utf-16")
+  eq({ start = { line = 0, character = 4 }, ["end"] = { line = 0, character = 8 } }, r)
+  -- A range that is not the last selection's lines is taken linewise.
+  r = commands.rewrite_range(bufnr, 2, 2, "utf-16")
+  eq({ start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 5 } }, r)
+end)
+
+local inline = require("dg.inline")
+
+local function with_item(item, fn)
+  local real = vim.lsp.inline_completion.get
+  vim.lsp.inline_completion.get = function(opts)
+    if item and opts and opts.on_accept then
+      opts.on_accept(item)
+    end
+    return item ~= nil
+  end
+  local ok, err = pcall(fn)
+  vim.lsp.inline_completion.get = real
+  assert(ok, err)
+end
+
+local function range(row, scol, ecol)
+  return { start = { row = row, col = scol }, end_ = { row = row, col = ecol } }
+end
+
+test("accept word inserts one word and keeps the rest of the hole", function()
+  scratch({ "x = ..." })
+  vim.api.nvim_win_set_cursor(0, { 1, 4 })
+  with_item({ insert_text = "foo(bar)", range = range(0, 4, 7), client_id = 1 }, function()
+    eq(true, inline.accept_word())
+  end)
+  eq({ "x = foo..." }, vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  eq({ 1, 7 }, vim.api.nvim_win_get_cursor(0))
+end)
+
+test("accept line inserts the first line", function()
+  scratch({ "def f():", "" })
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  with_item({ insert_text = "    a = 1\n    return a", client_id = 1 }, function()
+    eq(true, inline.accept_line())
+  end)
+  eq({ "def f():", "    a = 1" }, vim.api.nvim_buf_get_lines(0, 0, -1, false))
+end)
+
+test("a partial accept that takes everything replaces the range", function()
+  scratch({ "x = ..." })
+  with_item({ insert_text = "foo", range = range(0, 4, 7), client_id = 1 }, function()
+    eq(true, inline.accept_word())
+  end)
+  eq({ "x = foo" }, vim.api.nvim_buf_get_lines(0, 0, -1, false))
+end)
+
+test("nothing shown: the actions say so", function()
+  scratch({ "" })
+  with_item(nil, function()
+    eq(false, inline.accept_word())
+    eq(false, inline.accept_line())
+    eq(false, inline.dismiss())
+  end)
+  eq(false, inline.select(1))
+  eq(nil, inline.visible(0))
+end)
+
+test("visible reads the ghost text back", function()
+  local bufnr = scratch({ "x = " })
+  local ns = vim.api.nvim_create_namespace("nvim.lsp.inline_completion")
+  vim.api.nvim_buf_set_extmark(bufnr, ns, 0, 4, {
+    virt_text = { { "foo(", "ComplHint" } },
+    virt_lines = { { { "  bar)", "ComplHint" }, { " (1/1)", "ComplHintMore" } } },
+  })
+  eq("foo(\n  bar)", inline.visible(bufnr))
+  vim.api.nvim_buf_clear_namespace(bufnr, ns, 0, -1)
+end)
+
+local draft = require("dg.draft")
+
+test("drafts draw at the hole, skip stale versions and clear when done", function()
+  local bufnr = scratch({ "def f():", "    ", "" })
+  local uri = vim.uri_from_bufnr(bufnr)
+  local real_get, real_versions = vim.lsp.get_client_by_id, vim.lsp.util.buf_versions[bufnr]
+  vim.lsp.get_client_by_id = function()
+    return { attached_buffers = { [bufnr] = true }, offset_encoding = "utf-16" }
+  end
+  vim.lsp.util.buf_versions[bufnr] = 3
+  draft.enabled = true
+  local ok, err = pcall(function()
+    local hole = { start = { line = 1, character = 4 }, ["end"] = { line = 1, character = 4 } }
+    draft.on_draft(nil, { uri = uri, version = 3, text = "ret\nx", range = hole, done = false }, { client_id = 1 })
+    local marks = vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, { details = true })
+    eq(1, #marks)
+    eq({ 1, 4 }, { marks[1][2], marks[1][3] })
+    eq("ret", marks[1][4].virt_text[1][1])
+    eq("x", marks[1][4].virt_lines[1][1][1])
+    draft.on_draft(nil, { uri = uri, version = 2, text = "old", range = hole }, { client_id = 1 })
+    marks = vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, { details = true })
+    eq("ret", marks[1][4].virt_text[1][1], "stale draft ignored")
+    draft.on_draft(nil, { uri = uri, version = 3, text = "return", range = hole, done = true }, { client_id = 1 })
+    eq(0, #vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, {}))
+  end)
+  vim.lsp.get_client_by_id, vim.lsp.util.buf_versions[bufnr] = real_get, real_versions
+  assert(ok, err)
+end)
+
+test("setup on a Neovim without inline completion: one ERROR, nothing started", function()
+  local dg = require("dg")
+  local saved = package.loaded["vim.lsp.inline_completion"]
+  package.loaded["vim.lsp.inline_completion"] = nil
+  package.preload["vim.lsp.inline_completion"] = function()
+    error("not in this version")
+  end
+  local notes = {}
+  local real_notify = vim.notify
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg, level })
+  end
+  local ok, err = pcall(function()
+    eq(false, dg.setup({}))
+  end)
+  vim.notify = real_notify
+  package.preload["vim.lsp.inline_completion"] = nil
+  package.loaded["vim.lsp.inline_completion"] = saved
+  assert(ok, err)
+  eq(1, #notes)
+  eq(vim.log.levels.ERROR, notes[1][2])
+  assert(notes[1][1]:find("0.12", 1, true), notes[1][1])
+  eq(nil, dg.config)
+end)
+
+test("statusline follows dg/status", function()
+  local dg = require("dg")
+  local status = require("dg.status")
+  eq("", dg.statusline(), "before setup")
+  dg.config = config.resolve({})
+  local real = vim.lsp.get_clients
+  vim.lsp.get_clients = function()
+    return { { id = 7, attached_buffers = {} } }
+  end
+  local ok, err = pcall(function()
+    eq("dg: starting", dg.statusline())
+    status.on_status(nil, { state = "loading", message = "", model = vim.NIL, lastLatencyMs = vim.NIL }, { client_id = 7 })
+    eq("dg: loading", dg.statusline())
+    status.on_status(nil, { state = "ready", message = "", model = "m", lastLatencyMs = 41.7 }, { client_id = 7 })
+    eq("dg: ready 42ms", dg.statusline())
+    dg.enabled = false
+    eq("dg: off", dg.statusline())
+  end)
+  vim.lsp.get_clients = real
+  dg.config, dg.enabled = nil, true
+  assert(ok, err)
+end)
+
+io.stdout:write(("%d tests, %d failed\n"):format(count, failures))
+os.exit(failures == 0 and 0 or 1)
