@@ -1,0 +1,254 @@
+"""Open documents: text + an incrementally maintained tree-sitter tree; LSP position-encoding conversion.
+
+Positions: LSP (line, character) where `character` counts code units of the negotiated encoding (UTF-8 bytes,
+UTF-16 code units or code points). Everything past this module works with offsets into the Python `str` (code
+points); tree-sitter works with UTF-8 byte offsets and (row, byte-column) points. All three meet here.
+
+Lines are split at "\\n" (a "\\r\\n" line ends before its "\\r"); a lone "\\r" is not a line break here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import tree_sitter
+
+from dg_lsp.languages import LangSpec, grammar_key, parser, spec
+
+Encoding = Literal["utf-8", "utf-16", "utf-32"]
+
+# Above this many UTF-8 bytes we keep no tree (parsing a 10 MB file per keystroke would stall the loop); the
+# context layer then falls back to line-based holes.
+MAX_TREE_BYTES = 2_000_000
+
+
+def _utf8_width(ch: str) -> int:
+    o = ord(ch)
+    return 1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4
+
+
+def _units(segment: str, encoding: Encoding) -> int:
+    """Length of `segment` in code units of `encoding`."""
+    if encoding == "utf-32" or segment.isascii():
+        return len(segment)
+    if encoding == "utf-8":
+        return len(segment.encode("utf-8", "surrogatepass"))
+    return len(segment.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _chars_for_units(segment: str, units: int, encoding: Encoding) -> int:
+    """How many characters of `segment` fit in `units` code units; a unit inside a character rounds down."""
+    if units <= 0:
+        return 0
+    if encoding == "utf-32" or segment.isascii():
+        return min(units, len(segment))
+    n = 0
+    for i, ch in enumerate(segment):
+        w = _utf8_width(ch) if encoding == "utf-8" else (2 if ord(ch) > 0xFFFF else 1)
+        if n + w > units:
+            return i
+        n += w
+    return len(segment)
+
+
+def line_start_of(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def line_end_of(text: str, offset: int) -> int:
+    """End of the line containing `offset`: before its "\\n", and before a "\\r" preceding that."""
+    end = text.find("\n", offset)
+    if end < 0:
+        return len(text)
+    return end - 1 if end > 0 and text[end - 1] == "\r" and end - 1 >= offset else end
+
+
+def offset_at(text: str, line: int, character: int, encoding: Encoding) -> int:
+    """LSP position -> index into `text`. Clamps (never raises): past a line's end -> the line end; past the
+    last line -> len(text); negative values -> 0."""
+    pos = 0
+    for _ in range(max(line, 0)):
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return len(text)
+        pos = nl + 1
+    end = line_end_of(text, pos)
+    return pos + _chars_for_units(text[pos:end], character, encoding)
+
+
+def position_at(text: str, offset: int, encoding: Encoding) -> tuple[int, int]:
+    """Index into `text` -> LSP (line, character). The offset is clamped to [0, len(text)]."""
+    offset = min(max(offset, 0), len(text))
+    start = line_start_of(text, offset)
+    return text.count("\n", 0, offset), _units(text[start:offset], encoding)
+
+
+def _point(text: str, offset: int) -> tuple[int, int]:
+    """tree-sitter point (row, UTF-8 byte column) of a str offset."""
+    start = line_start_of(text, offset)
+    return text.count("\n", 0, offset), len(text[start:offset].encode("utf-8", "surrogatepass"))
+
+
+def _change_parts(change: Any) -> tuple[tuple[int, int, int, int] | None, str]:
+    """A change event (dict or lsprotocol object) -> ((l0, c0, l1, c1) or None if full, new text)."""
+    if isinstance(change, dict):
+        new_text, rng = change["text"], change.get("range")
+    else:
+        new_text, rng = change.text, getattr(change, "range", None)
+    if rng is None:
+        return None, new_text
+    if isinstance(rng, dict):
+        s, e = rng["start"], rng["end"]
+        return (s["line"], s["character"], e["line"], e["character"]), new_text
+    return (rng.start.line, rng.start.character, rng.end.line, rng.end.character), new_text
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable view of one document version that a worker thread may read while the loop keeps editing.
+
+    `tree` is a copy owned by this snapshot (None when there is no grammar or the file is too big).
+    """
+
+    uri: str
+    version: int
+    text: str
+    language: str | None
+    tree: tree_sitter.Tree | None
+    language_id: str = ""
+
+    @cached_property
+    def spec(self) -> LangSpec | None:
+        return spec(self.language)
+
+    @cached_property
+    def is_ascii(self) -> bool:
+        return self.text.isascii()
+
+    @cached_property
+    def data(self) -> bytes:
+        """The UTF-8 bytes the tree was parsed from."""
+        return self.text.encode("utf-8", "surrogatepass")
+
+    def char_offset(self, byte: int) -> int:
+        """UTF-8 byte offset (from a tree node) -> str offset."""
+        if self.is_ascii:
+            return byte
+        return len(self.data[:byte].decode("utf-8", "ignore"))
+
+    def byte_offset(self, offset: int) -> int:
+        if self.is_ascii:
+            return offset
+        return len(self.text[:offset].encode("utf-8", "surrogatepass"))
+
+    def span(self, node: tree_sitter.Node) -> tuple[int, int]:
+        """A node's (start, end) as str offsets."""
+        return self.char_offset(node.start_byte), self.char_offset(node.end_byte)
+
+    def line_start(self, offset: int) -> int:
+        return line_start_of(self.text, offset)
+
+    def line_end(self, offset: int) -> int:
+        return line_end_of(self.text, offset)
+
+    def offset_at(self, line: int, character: int, encoding: Encoding) -> int:
+        return offset_at(self.text, line, character, encoding)
+
+    def position_at(self, offset: int, encoding: Encoding) -> tuple[int, int]:
+        return position_at(self.text, offset, encoding)
+
+
+class Document:
+    """One open document. Mutated only on the event loop; workers read `snapshot()`s."""
+
+    def __init__(self, uri: str, language_id: str, version: int, text: str) -> None:
+        self.uri = uri
+        self.language_id = language_id
+        self.version = version
+        self.text = text
+        key = grammar_key(language_id)
+        self._parser = parser(key) if key else None
+        self.language: str | None = key if self._parser is not None else None
+        self.tree: tree_sitter.Tree | None = None
+        self._parse(None)
+
+    def _parse(self, old: tree_sitter.Tree | None) -> None:
+        data = self.text.encode("utf-8", "surrogatepass") if self._parser is not None else b""
+        if self._parser is None or len(data) > MAX_TREE_BYTES:
+            self.tree = None
+            return
+        self.tree = self._parser.parse(data, old) if old is not None else self._parser.parse(data)
+
+    def apply_changes(self, changes: Iterable[Any], version: int, encoding: Encoding = "utf-16") -> None:
+        """Apply LSP content changes in order (full or range changes); edit the tree and reparse once."""
+        text, tree = self.text, self.tree
+        for change in changes:
+            rng, new = _change_parts(change)
+            if rng is None:
+                text, tree = new, None
+                continue
+            start = offset_at(text, rng[0], rng[1], encoding)
+            end = offset_at(text, rng[2], rng[3], encoding)
+            start, end = min(start, end), max(start, end)
+            if tree is not None:
+                start_byte = len(text[:start].encode("utf-8", "surrogatepass"))
+                old_end_byte = start_byte + len(text[start:end].encode("utf-8", "surrogatepass"))
+                new_bytes = new.encode("utf-8", "surrogatepass")
+                start_point, old_end_point = _point(text, start), _point(text, end)
+                last_nl = new.rfind("\n")
+                if last_nl < 0:
+                    new_end_point = (start_point[0], start_point[1] + len(new_bytes))
+                else:
+                    tail = new[last_nl + 1 :].encode("utf-8", "surrogatepass")
+                    new_end_point = (start_point[0] + new.count("\n"), len(tail))
+                tree.edit(
+                    start_byte=start_byte,
+                    old_end_byte=old_end_byte,
+                    new_end_byte=start_byte + len(new_bytes),
+                    start_point=start_point,
+                    old_end_point=old_end_point,
+                    new_end_point=new_end_point,
+                )
+            text = text[:start] + new + text[end:]
+        self.text, self.version = text, version
+        self._parse(tree)
+
+    def snapshot(self) -> Snapshot:
+        tree = self.tree.copy() if self.tree is not None else None
+        return Snapshot(self.uri, self.version, self.text, self.language, tree, self.language_id)
+
+
+class DocumentStore:
+    """uri -> Document. Unknown uris are ignored (a late didChange after didClose must not raise)."""
+
+    def __init__(self) -> None:
+        self._docs: dict[str, Document] = {}
+
+    def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
+        doc = Document(uri, language_id, version, text)
+        self._docs[uri] = doc
+        return doc
+
+    def change(self, uri: str, version: int, changes: Iterable[Any], encoding: Encoding = "utf-16") -> None:
+        doc = self._docs.get(uri)
+        if doc is not None:
+            doc.apply_changes(changes, version, encoding)
+
+    def close(self, uri: str) -> None:
+        self._docs.pop(uri, None)
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
+
+    def snapshot(self, uri: str) -> Snapshot | None:
+        doc = self._docs.get(uri)
+        return doc.snapshot() if doc is not None else None
+
+    def __contains__(self, uri: str) -> bool:
+        return uri in self._docs
+
+    def __len__(self) -> int:
+        return len(self._docs)
