@@ -1,0 +1,85 @@
+/**
+ * The palette commands "Dg: Rewrite Selection" and "Dg: Fill Hole": check the editor state, send the
+ * server's command, report the outcome. Dependencies come in as an interface, so this has no vscode import.
+ */
+import {
+  CommandResult,
+  ExecuteCommandParams,
+  LspPosition,
+  LspRange,
+  fillHoleParams,
+  isEmptyRange,
+  parseCommandResult,
+  resultMessage,
+  rewriteSelectionParams,
+} from "./requests";
+
+/** The active editor, already converted to LSP coordinates (UTF-16, like VS Code itself). */
+export interface EditorSnapshot {
+  uri: string;
+  selection: LspRange;
+  cursor: LspPosition;
+}
+
+/** A cancellation token as the language client accepts it. */
+export type Token = unknown;
+
+export interface CommandDeps {
+  /** Whether the language client is up; commands refuse to queue behind a dead server. */
+  isRunning(): boolean;
+  /** workspace/executeCommand to the server. */
+  execute(params: ExecuteCommandParams, token: Token): Promise<unknown>;
+  /** Runs `task` under a cancellable progress notification. */
+  withProgress<T>(title: string, task: (token: Token) => Promise<T>): Promise<T>;
+  info(message: string): void;
+  error(message: string): void;
+  /** True for the error the client raises when the user cancelled the request. */
+  isCancellation(err: unknown): boolean;
+}
+
+export async function rewriteSelection(
+  deps: CommandDeps,
+  editor: EditorSnapshot | undefined,
+  widen = false,
+): Promise<CommandResult | undefined> {
+  if (!editor) {
+    deps.info("Dg: open a file and select the code to rewrite.");
+    return undefined;
+  }
+  if (isEmptyRange(editor.selection)) {
+    deps.info("Dg: select the code to rewrite first.");
+    return undefined;
+  }
+  const params = rewriteSelectionParams(editor.uri, editor.selection, widen);
+  return run(deps, "rewrite", "Dg: rewriting selection…", params);
+}
+
+export async function fillHole(deps: CommandDeps, editor: EditorSnapshot | undefined): Promise<CommandResult | undefined> {
+  if (!editor) {
+    deps.info("Dg: open a file and put the cursor in a hole.");
+    return undefined;
+  }
+  return run(deps, "fill", "Dg: filling hole…", fillHoleParams(editor.uri, editor.cursor));
+}
+
+async function run(
+  deps: CommandDeps,
+  what: "rewrite" | "fill",
+  title: string,
+  params: ExecuteCommandParams,
+): Promise<CommandResult | undefined> {
+  if (!deps.isRunning()) {
+    deps.error("Dg: the language server is not running (see Dg: Show Log).");
+    return undefined;
+  }
+  try {
+    const result = parseCommandResult(await deps.withProgress(title, (token) => deps.execute(params, token)));
+    const message = resultMessage(what, result);
+    if (message) deps.info(message);
+    return result;
+  } catch (err) {
+    if (deps.isCancellation(err)) return undefined;
+    deps.error(`Dg: ${what} failed: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * VS Code entry point: starts dg-lsp over stdio with vscode-languageclient, wires the status bar, the
+ * toggle and the palette commands. The decisions live in the pure modules next to this file.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LSPErrorCodes,
+  LanguageClient,
+  LanguageClientOptions,
+  ResponseError,
+  RevealOutputChannelOn,
+  ServerOptions,
+  State,
+} from "vscode-languageclient/node";
+import { CommandDeps, EditorSnapshot, fillHole, rewriteSelection } from "./commands";
+import { InlineGate } from "./gate";
+import {
+  Launch,
+  didChangeConfigurationParams,
+  findExecutable,
+  missingCommandMessage,
+  serverLaunch,
+  toServerSettings,
+} from "./settings";
+import { StatusModel, StatusView } from "./status";
+
+/** Palette command ids; distinct from the server's dg.fillHole / dg.rewriteSelection (see requests.ts). */
+export const COMMANDS = {
+  rewriteSelection: "dg.rewriteSelectionCommand",
+  fillHole: "dg.fillHoleCommand",
+  toggle: "dg.toggle",
+  showLog: "dg.showLog",
+  restart: "dg.restartServer",
+} as const;
+
+const INLINE_ENABLED_KEY = "dg.inlineEnabled";
+
+export class DgExtension implements vscode.Disposable {
+  readonly output: vscode.LogOutputChannel;
+  readonly status: StatusModel;
+  readonly gate: InlineGate;
+  private readonly item: vscode.StatusBarItem;
+  private client: LanguageClient | undefined;
+  private launchKey = "";
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.output = vscode.window.createOutputChannel("Dg", { log: true });
+    this.item = vscode.window.createStatusBarItem("dg.status", vscode.StatusBarAlignment.Right, 100);
+    this.item.name = "Dg";
+    this.item.command = COMMANDS.showLog;
+    this.status = new StatusModel((view) => this.render(view));
+    const enabled = context.globalState.get<boolean>(INLINE_ENABLED_KEY, true);
+    this.gate = new InlineGate(enabled, (on) => {
+      this.status.setInlineEnabled(on);
+      void context.globalState.update(INLINE_ENABLED_KEY, on);
+    });
+    this.status.setInlineEnabled(enabled);
+    this.gate.setLanguages(config().get("languages"));
+    this.item.show();
+    this.disposables.push(this.output, this.item);
+  }
+
+  registerCommands(): void {
+    const reg = (id: string, fn: (...args: any[]) => unknown) =>
+      this.disposables.push(vscode.commands.registerCommand(id, fn));
+    reg(COMMANDS.rewriteSelection, (arg?: { widen?: boolean }) =>
+      rewriteSelection(this.commandDeps(), this.editorSnapshot(), arg?.widen === true),
+    );
+    reg(COMMANDS.fillHole, () => fillHole(this.commandDeps(), this.editorSnapshot()));
+    reg(COMMANDS.toggle, () => this.toggle());
+    reg(COMMANDS.showLog, () => this.output.show(true));
+    reg(COMMANDS.restart, () => this.restart());
+    this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)));
+  }
+
+  toggle(): boolean {
+    const on = this.gate.toggle();
+    // Turning off should also take away ghost text that is already on screen.
+    if (!on) void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+    return on;
+  }
+
+  async start(): Promise<void> {
+    const launch = currentLaunch();
+    this.launchKey = JSON.stringify(launch);
+    this.status.clientStarting();
+    const resolved = resolveLaunch(launch);
+    if (!resolved) {
+      const message = missingCommandMessage(launch);
+      this.output.error(message);
+      this.status.clientFailed(message);
+      void vscode.window.showErrorMessage(message, "Set the path", "Show Log").then((choice) => {
+        if (choice === "Set the path") void vscode.commands.executeCommand("workbench.action.openSettings", launch.setting);
+        if (choice === "Show Log") this.output.show(true);
+      });
+      return;
+    }
+    this.output.info(`starting ${[resolved, ...launch.args].join(" ")}`);
+    const client = this.createClient({ ...launch, command: resolved });
+    this.client = client;
+    try {
+      await client.start();
+    } catch (err) {
+      if (this.client !== client) return;
+      const message = `Dg: the language server failed to start: ${err instanceof Error ? err.message : String(err)}`;
+      this.output.error(message);
+      this.status.clientFailed(message);
+      void vscode.window.showErrorMessage(message, "Show Log").then((c) => c && this.output.show(true));
+    }
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    try {
+      if (client.isRunning()) await client.stop(2000);
+    } catch (err) {
+      this.output.warn(`stopping the server: ${String(err)}`);
+    } finally {
+      void client.dispose();
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables.splice(0)) d.dispose();
+  }
+
+  private createClient(launch: Launch): LanguageClient {
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    // No `transport` on purpose: with TransportKind.stdio the client would append "--stdio", and dg-lsp
+    // speaks stdio when it gets no arguments.
+    const serverOptions: ServerOptions = { command: launch.command, args: launch.args, options: { cwd: folder } };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+      initializationOptions: () => toServerSettings(readDg),
+      outputChannel: this.output,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationFailedHandler: (error) => {
+        this.status.clientFailed(`Dg: initialization failed: ${error instanceof Error ? error.message : String(error)}`);
+        return false;
+      },
+      middleware: {
+        provideInlineCompletionItems: (document, position, context, token, next) =>
+          this.gate.shouldRequest(document.languageId) ? next(document, position, context, token) : undefined,
+      },
+    };
+    const client = new LanguageClient("dg", "Dg", serverOptions, clientOptions);
+    client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) this.status.clientRunning();
+      else if (e.newState === State.Starting) this.status.clientStarting();
+      else if (e.newState === State.Stopped) this.status.clientStopped();
+    });
+    client.onNotification("dg/status", (params: unknown) => {
+      if (this.client === client) this.status.serverStatus(params);
+    });
+    client.onNotification("dg/draft", (params: unknown) => {
+      if (this.client === client) this.status.serverDraft(params);
+    });
+    return client;
+  }
+
+  private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (!e.affectsConfiguration("dg")) return;
+    this.gate.setLanguages(config().get("languages"));
+    if (e.affectsConfiguration("dg.server") && JSON.stringify(currentLaunch()) !== this.launchKey) {
+      void this.restart();
+      return;
+    }
+    const client = this.client;
+    if (client?.isRunning()) {
+      void client.sendNotification(
+        DidChangeConfigurationNotification.type,
+        didChangeConfigurationParams(toServerSettings(readDg)),
+      );
+    }
+  }
+
+  private commandDeps(): CommandDeps {
+    return {
+      isRunning: () => this.client?.isRunning() === true,
+      execute: async (params, token) => {
+        const client = this.client;
+        if (!client) throw new Error("the language server is not running");
+        const ct = token as vscode.CancellationToken;
+        const result = await client.sendRequest(ExecuteCommandRequest.type, params, ct);
+        if (ct.isCancellationRequested) throw new vscode.CancellationError();
+        return result;
+      },
+      withProgress: (title, task) =>
+        Promise.resolve(
+          vscode.window.withProgress(
+            { location: vscode.ProgressLocation.Notification, title, cancellable: true },
+            (_progress, token) => task(token),
+          ),
+        ),
+      info: (m) => void vscode.window.showInformationMessage(m),
+      error: (m) => void vscode.window.showErrorMessage(m),
+      isCancellation: (err) =>
+        err instanceof vscode.CancellationError ||
+        (err instanceof ResponseError &&
+          (err.code === LSPErrorCodes.RequestCancelled || err.code === LSPErrorCodes.ServerCancelled)),
+    };
+  }
+
+  private editorSnapshot(): EditorSnapshot | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return undefined;
+    const pos = (p: vscode.Position) => ({ line: p.line, character: p.character });
+    const sel = editor.selection;
+    return {
+      uri: editor.document.uri.toString(),
+      selection: { start: pos(sel.start), end: pos(sel.end) },
+      cursor: pos(sel.active),
+    };
+  }
+
+  private render(view: StatusView): void {
+    this.item.text = view.text;
+    this.item.tooltip = view.tooltip;
+    this.item.backgroundColor =
+      view.severity === "error"
+        ? new vscode.ThemeColor("statusBarItem.errorBackground")
+        : view.severity === "warning"
+          ? new vscode.ThemeColor("statusBarItem.warningBackground")
+          : undefined;
+  }
+}
+
+function config(): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration("dg");
+}
+
+function readDg(key: string): unknown {
+  return config().get(key);
+}
+
+function currentLaunch(): Launch {
+  return serverLaunch(readDg, {
+    workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+    home: os.homedir(),
+  });
+}
+
+function resolveLaunch(launch: Launch): string | undefined {
+  const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? process.cwd();
+  return findExecutable(launch.command, { PATH: process.env.PATH, PATHEXT: process.env.PATHEXT }, isExecutableFile, { platform: process.platform, cwd });
+}
+
+function isExecutableFile(path: string): boolean {
+  try {
+    if (!fs.statSync(path).isFile()) return false;
+    if (process.platform !== "win32") fs.accessSync(path, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let extension: DgExtension | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<DgExtension> {
+  extension = new DgExtension(context);
+  context.subscriptions.push(extension);
+  extension.registerCommands();
+  await extension.start();
+  return extension;
+}
+
+export async function deactivate(): Promise<void> {
+  const ext = extension;
+  extension = undefined;
+  await ext?.stop();
+}

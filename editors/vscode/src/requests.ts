@@ -1,0 +1,82 @@
+/**
+ * Builds the workspace/executeCommand requests for the server's dg.fillHole and dg.rewriteSelection
+ * (docs/PROTOCOL.md) and reads their results. Pure: LSP shapes only, no vscode import.
+ */
+
+/** Command ids the server lists in executeCommandProvider. The language client registers these itself, so
+ * the extension's palette commands use other ids (see package.json) and send these over the wire. */
+export const SERVER_COMMANDS = {
+  fillHole: "dg.fillHole",
+  rewriteSelection: "dg.rewriteSelection",
+} as const;
+
+export interface LspPosition {
+  line: number;
+  character: number;
+}
+
+export interface LspRange {
+  start: LspPosition;
+  end: LspPosition;
+}
+
+export interface ExecuteCommandParams {
+  command: string;
+  arguments: unknown[];
+}
+
+/** What the server answers to both commands. */
+export interface CommandResult {
+  applied: boolean;
+  reason: string | null;
+  latencyMs: number | null;
+}
+
+/** Rewrites exactly `range` (widen=false) or the smallest syntax node around it (widen=true). */
+export function rewriteSelectionParams(uri: string, range: LspRange, widen = false): ExecuteCommandParams {
+  if (isEmptyRange(range)) throw new Error("rewriteSelection needs a non-empty range");
+  return {
+    command: SERVER_COMMANDS.rewriteSelection,
+    arguments: [{ textDocument: { uri }, range: orderedRange(range), widen }],
+  };
+}
+
+/** Fills the syntactic hole at `position`. */
+export function fillHoleParams(uri: string, position: LspPosition): ExecuteCommandParams {
+  return {
+    command: SERVER_COMMANDS.fillHole,
+    arguments: [{ textDocument: { uri }, position: { line: position.line, character: position.character } }],
+  };
+}
+
+export function isEmptyRange(range: LspRange): boolean {
+  return range.start.line === range.end.line && range.start.character === range.end.character;
+}
+
+/** A backwards selection (anchor after active) still names the same text; the server wants start <= end. */
+export function orderedRange(range: LspRange): LspRange {
+  const { start, end } = range;
+  const swapped = start.line > end.line || (start.line === end.line && start.character > end.character);
+  const [a, b] = swapped ? [end, start] : [start, end];
+  return { start: { line: a.line, character: a.character }, end: { line: b.line, character: b.character } };
+}
+
+/** Tolerant reading of the server's answer: a null or malformed result counts as "not applied". */
+export function parseCommandResult(raw: unknown): CommandResult {
+  if (raw === null || typeof raw !== "object") {
+    return { applied: false, reason: "the server returned no result", latencyMs: null };
+  }
+  const r = raw as Record<string, unknown>;
+  return {
+    applied: r.applied === true,
+    reason: typeof r.reason === "string" ? r.reason : null,
+    latencyMs: typeof r.latencyMs === "number" ? r.latencyMs : null,
+  };
+}
+
+/** The message to show after a command, or undefined when the edit landed (the text change speaks). */
+export function resultMessage(what: "rewrite" | "fill", result: CommandResult): string | undefined {
+  if (result.applied) return undefined;
+  const reason = result.reason ?? "no reason given";
+  return `Dg: ${what} not applied: ${reason}`;
+}

@@ -1,0 +1,186 @@
+// activate() against the stub vscode module and a fake language client: command ids, launch, settings
+// flow, status bar, toggle middleware, missing-command error.
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import test, { beforeEach } from "node:test";
+
+const { load, vscode, lc } = createRequire(import.meta.url)("./helpers.cjs");
+const ext = load("extension");
+const S = vscode.__state;
+
+const settle = () => new Promise((r) => setImmediate(r));
+
+async function activate(config = {}, globalState = {}) {
+  vscode.__reset();
+  lc.__instances.length = 0;
+  // The node binary stands in for a Python interpreter: it exists and is executable.
+  Object.assign(S.config, { "dg.server.pythonPath": process.execPath }, config);
+  const context = { subscriptions: [], globalState: vscode.__memento(globalState) };
+  const api = await ext.activate(context);
+  return { api, context, client: lc.__instances.at(-1), item: S.statusItems[0] };
+}
+
+beforeEach(async () => {
+  await ext.deactivate();
+});
+
+test("palette commands do not collide with the server's executeCommand ids", async () => {
+  await activate();
+  const ids = [...S.commands.keys()];
+  for (const id of ["dg.rewriteSelectionCommand", "dg.fillHoleCommand", "dg.toggle", "dg.showLog", "dg.restartServer"]) {
+    assert.ok(ids.includes(id), id);
+  }
+  assert.ok(!ids.includes("dg.fillHole") && !ids.includes("dg.rewriteSelection"));
+});
+
+test("package.json contributes exactly the registered commands, with the context menu on a selection", async () => {
+  await activate();
+  const { readFile } = await import("node:fs/promises");
+  const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8"));
+  const contributed = pkg.contributes.commands.map((c) => c.command).sort();
+  assert.deepEqual(contributed, [...S.commands.keys()].sort());
+  const titles = Object.fromEntries(pkg.contributes.commands.map((c) => [c.command, `${c.category}: ${c.title}`]));
+  assert.equal(titles["dg.rewriteSelectionCommand"], "Dg: Rewrite Selection");
+  assert.equal(titles["dg.fillHoleCommand"], "Dg: Fill Hole");
+  assert.equal(titles["dg.toggle"], "Dg: Toggle");
+  assert.deepEqual(pkg.contributes.menus["editor/context"][0].command, "dg.rewriteSelectionCommand");
+  assert.equal(pkg.contributes.menus["editor/context"][0].when, "editorHasSelection");
+});
+
+test("pythonPath launches `<python> -m dg_lsp` over stdio with the settings as initializationOptions", async () => {
+  const { client } = await activate({ "dg.steps": 12, "dg.modelPath": "" });
+  assert.equal(client.serverOptions.command, process.execPath);
+  assert.deepEqual(client.serverOptions.args, ["-m", "dg_lsp"]);
+  assert.equal(client.serverOptions.transport, undefined, "no --stdio flag appended");
+  assert.deepEqual(client.initializationOptions, { steps: 12, modelPath: null });
+  assert.deepEqual(client.clientOptions.documentSelector, [{ scheme: "file" }, { scheme: "untitled" }]);
+});
+
+test("a settings change sends didChangeConfiguration with settings.dg", async () => {
+  const { client } = await activate();
+  vscode.__setConfig({ "dg.debounceMs": 200 });
+  await settle();
+  assert.deepEqual(client.notifications, [
+    { method: "workspace/didChangeConfiguration", params: { settings: { dg: { debounceMs: 200 } } } },
+  ]);
+});
+
+test("changing dg.server.* restarts the server with the new command", async () => {
+  const { client } = await activate();
+  vscode.__setConfig({ "dg.server.args": ["--log", "debug"] });
+  await settle();
+  await settle();
+  assert.equal(lc.__instances.length, 2);
+  assert.ok(client.disposed);
+  assert.deepEqual(lc.__instances[1].serverOptions.args, ["-m", "dg_lsp", "--log", "debug"]);
+  assert.equal(client.notifications.length, 0);
+});
+
+test("the status bar follows dg/status and opens the log on click", async () => {
+  const { client, item } = await activate();
+  assert.ok(item.visible);
+  assert.equal(item.command, "dg.showLog");
+  assert.match(item.text, /Dg: starting/);
+  client.notify("dg/status", { state: "loading", message: "loading model", model: null, lastLatencyMs: null });
+  assert.match(item.text, /Dg: loading/);
+  client.notify("dg/status", { state: "ready", message: "", model: "m", lastLatencyMs: 90 });
+  assert.match(item.text, /Dg: ready · 90 ms/);
+  client.notify("dg/status", { state: "error", message: "bad", model: null, lastLatencyMs: null });
+  assert.equal(item.backgroundColor.id, "statusBarItem.errorBackground");
+  await vscode.commands.executeCommand("dg.showLog");
+  assert.equal(S.outputs[0].shown, 1);
+});
+
+test("toggle gates the inline completion middleware, persists, and hides ghost text", async () => {
+  const { client, item, context } = await activate();
+  client.notify("dg/status", { state: "ready", message: "", model: null, lastLatencyMs: null });
+  const provide = client.clientOptions.middleware.provideInlineCompletionItems;
+  const doc = { languageId: "python" };
+  const next = () => ["ITEM"];
+  assert.deepEqual(provide(doc, {}, {}, {}, next), ["ITEM"]);
+  await vscode.commands.executeCommand("dg.toggle");
+  assert.equal(provide(doc, {}, {}, {}, next), undefined);
+  assert.match(item.text, /Dg: off/);
+  assert.equal(context.globalState.data["dg.inlineEnabled"], false);
+  assert.ok(S.executed.some((e) => e.id === "editor.action.inlineSuggest.hide"));
+  await vscode.commands.executeCommand("dg.toggle");
+  assert.deepEqual(provide(doc, {}, {}, {}, next), ["ITEM"]);
+  assert.match(item.text, /Dg: ready/);
+});
+
+test("the toggle state survives a reload", async () => {
+  const { client, item } = await activate({}, { "dg.inlineEnabled": false });
+  client.notify("dg/status", { state: "ready", message: "", model: null, lastLatencyMs: null });
+  assert.match(item.text, /Dg: off/);
+  assert.equal(client.clientOptions.middleware.provideInlineCompletionItems({ languageId: "c" }, {}, {}, {}, () => 1), undefined);
+});
+
+test("dg.languages limits which documents ask for inline completions", async () => {
+  const { client } = await activate({ "dg.languages": ["rust"] });
+  const provide = client.clientOptions.middleware.provideInlineCompletionItems;
+  assert.equal(provide({ languageId: "python" }, {}, {}, {}, () => 1), undefined);
+  assert.equal(provide({ languageId: "rust" }, {}, {}, {}, () => 1), 1);
+});
+
+test("Dg: Rewrite Selection sends workspace/executeCommand dg.rewriteSelection for the selection", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 1, character: 4 }, end: { line: 2, character: 0 }, active: { line: 2, character: 0 } },
+  };
+  const result = await vscode.commands.executeCommand("dg.rewriteSelectionCommand");
+  assert.deepEqual(result, { applied: true, reason: null, latencyMs: 12 });
+  assert.equal(client.requests.length, 1);
+  assert.equal(client.requests[0].method, "workspace/executeCommand");
+  assert.deepEqual(client.requests[0].params, {
+    command: "dg.rewriteSelection",
+    arguments: [
+      {
+        textDocument: { uri: "file:///w/a.py" },
+        range: { start: { line: 1, character: 4 }, end: { line: 2, character: 0 } },
+        widen: false,
+      },
+    ],
+  });
+  await vscode.commands.executeCommand("dg.fillHoleCommand");
+  assert.deepEqual(client.requests[1].params.arguments[0].position, { line: 2, character: 0 });
+});
+
+test("a cancelled rewrite shows nothing", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 0, character: 0 }, end: { line: 0, character: 3 }, active: { line: 0, character: 3 } },
+  };
+  client.answer = async () => {
+    throw new lc.ResponseError(lc.LSPErrorCodes.RequestCancelled, "cancelled");
+  };
+  await vscode.commands.executeCommand("dg.rewriteSelectionCommand");
+  assert.deepEqual(S.messages, []);
+});
+
+test("a missing server command shows an error with 'Set the path' that opens the setting", async () => {
+  vscode.__reset();
+  lc.__instances.length = 0;
+  Object.assign(S.config, { "dg.server.command": "dg-lsp-that-does-not-exist" });
+  S.messageChoice = "Set the path";
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento() });
+  await settle();
+  assert.equal(lc.__instances.length, 0, "no client is started");
+  const [msg] = S.messages;
+  assert.equal(msg.level, "error");
+  assert.match(msg.text, /"dg-lsp-that-does-not-exist" \(dg.server.command\) was not found/);
+  assert.deepEqual(msg.items, ["Set the path", "Show Log"]);
+  assert.deepEqual(S.executed.at(-1), { id: "workbench.action.openSettings", args: ["dg.server.command"] });
+  assert.match(S.statusItems[0].text, /Dg: error/);
+});
+
+test("a server that fails to start leaves an error state and a message", async () => {
+  vscode.__reset();
+  lc.__instances.length = 0;
+  Object.assign(S.config, { "dg.server.pythonPath": process.execPath });
+  lc.LanguageClient.nextStartError = new Error("exited with code 1");
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento() });
+  assert.match(S.statusItems[0].text, /Dg: error/);
+  assert.match(S.messages[0].text, /failed to start: exited with code 1/);
+});
