@@ -1,0 +1,84 @@
+"""Fill caches: an LRU keyed on the engine's exact inputs, and typed-ahead reuse of the fill last shown.
+
+Both answer without an engine call. The LRU key is everything that determines the engine's output for a
+fixed checkpoint (context ids, canvas length, steps, entropy bound, seed), so a hit is the fill a cold run
+would give.
+Typed-ahead: when the user types the first characters of the fill shown at a cursor, the rest of that fill is
+still the answer; we check that nothing else in the document moved.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class LRU(Generic[V]):
+    """A plain least-recently-used map. Lives on the event loop only (no lock)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> V | None:
+        value = self._items.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def fill_key(context_ids: list[int], canvas_length: int, steps: int | None, entropy_bound: float | None,
+             seed: int) -> tuple:
+    """The LRU key: every engine input that changes its output (for one loaded checkpoint)."""
+    return (tuple(context_ids), canvas_length, steps, entropy_bound, seed)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The fill last shown for a document: `fill` was to replace `text[cursor:end]` (end: same line)."""
+
+    text: str
+    cursor: int
+    fill: str
+    end: int
+
+
+def typed_ahead(shown: Shown, text: str, cursor: int) -> str | None:
+    """The part of `shown.fill` still to insert when `text` is `shown.text` with a prefix of the fill typed.
+
+    Returns None when the edit is anything else (the caller then runs the pipeline). An empty string means the
+    user typed the whole fill.
+    """
+    typed_len = cursor - shown.cursor
+    if typed_len < 0 or len(text) - len(shown.text) != typed_len:
+        return None
+    typed = text[shown.cursor:cursor]
+    if not shown.fill.startswith(typed):
+        return None
+    # Same lengths and same surroundings: compare the suffix first (usually the shorter side near the end).
+    if text[cursor:] != shown.text[shown.cursor:] or text[:shown.cursor] != shown.text[:shown.cursor]:
+        return None
+    return shown.fill[typed_len:]

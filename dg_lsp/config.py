@@ -1,0 +1,150 @@
+"""Server settings: one frozen dataclass, parsed from client JSON; a bad key gives a message and its default.
+
+Precedence (docs/PROTOCOL.md): defaults < `initializationOptions` < each `workspace/didChangeConfiguration`.
+A configuration change is merged over the current settings, so a client may send only the keys it changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a client can change. Field names are snake_case; the wire keys are the camelCase in `KEYS`."""
+
+    enabled: bool = True
+    model_path: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    steps: int | None = None
+    entropy_bound: float | None = None
+    debounce_ms: int = 75
+    languages: tuple[str, ...] | None = None
+    context_tokens: int = 1024
+    drafts: bool = False
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            err = _CHECKS[f.name](getattr(self, f.name))
+            if err:
+                raise ValueError(f"{f.name}: {err}")
+
+    def engine_key(self) -> tuple:
+        """The settings that need a model reload when they change."""
+        return (self.model_path, self.device, self.dtype)
+
+    def language_enabled(self, language_id: str) -> bool:
+        return self.enabled and (self.languages is None or language_id in self.languages)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_range(lo: int, hi: int, nullable: bool = False) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        if v is None and nullable:
+            return None
+        if not _is_int(v) or not lo <= v <= hi:
+            return f"expected an integer in {lo}..{hi}{' or null' if nullable else ''}, got {v!r}"
+        return None
+
+    return check
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda v: None if v in options else f"expected one of {', '.join(options)}, got {v!r}"
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
+
+
+def _path(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, str) and v) else f"expected a path string or null, got {v!r}"
+
+
+def _bound(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"))
+    return None if ok else f"expected a number > 0 or null, got {v!r}"
+
+
+def _languages(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, tuple) and all(isinstance(x, str) and x for x in v))
+    return None if ok else f"expected a list of languageId strings or null, got {v!r}"
+
+
+_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "enabled": _bool,
+    "model_path": _path,
+    "device": _choice(DEVICES),
+    "dtype": _choice(DTYPES),
+    "steps": _int_range(1, 256, nullable=True),
+    "entropy_bound": _bound,
+    "debounce_ms": _int_range(0, 2000),
+    "languages": _languages,
+    "context_tokens": _int_range(64, 32768),
+    "drafts": _bool,
+}
+
+# wire key (camelCase) -> field name
+KEYS: dict[str, str] = {
+    "enabled": "enabled",
+    "modelPath": "model_path",
+    "device": "device",
+    "dtype": "dtype",
+    "steps": "steps",
+    "entropyBound": "entropy_bound",
+    "debounceMs": "debounce_ms",
+    "languages": "languages",
+    "contextTokens": "context_tokens",
+    "drafts": "drafts",
+}
+
+_DEFAULTS = Settings()
+
+
+def unwrap(raw: Any) -> Any:
+    """`{"settings": {"dg": {...}}}`, `{"dg": {...}}` and a bare `{...}` all mean the same object."""
+    if isinstance(raw, Mapping) and set(raw) == {"settings"}:
+        raw = raw["settings"]
+    if isinstance(raw, Mapping) and set(raw) == {"dg"}:
+        raw = raw["dg"]
+    return raw
+
+
+def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list[str]]:
+    """Merge client JSON over `base`. Returns the settings and one human-readable error per rejected key.
+
+    A rejected key takes its default value (not `base`'s), as docs/PROTOCOL.md says. `None` or `{}` changes
+    nothing.
+    """
+    raw = unwrap(raw)
+    if raw is None:
+        return base, []
+    if not isinstance(raw, Mapping):
+        return base, [f"dg settings: expected an object, got {type(raw).__name__}; settings unchanged"]
+    values = dataclasses.asdict(base)
+    errors: list[str] = []
+    for key, value in raw.items():
+        name = KEYS.get(key)
+        if name is None:
+            errors.append(f"dg settings: unknown key {key!r} ignored")
+            continue
+        if name == "languages" and isinstance(value, list):
+            value = tuple(value)
+        if name == "entropy_bound" and _is_int(value):
+            value = float(value)
+        err = _CHECKS[name](value)
+        if err:
+            errors.append(f"dg settings: {key}: {err}; using the default {getattr(_DEFAULTS, name)!r}")
+            value = getattr(_DEFAULTS, name)
+        values[name] = value
+    return Settings(**values), errors

@@ -1,0 +1,82 @@
+"""pygls protocol adjustments: our store owns the text, cancel reaches the engine, commands see params.
+
+Three places where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's `pygls<3`):
+- didOpen/didChange/didClose: pygls keeps its own copy of every document; ours (`DocumentStore`, with the
+  tree-sitter tree) is the only one, so the built-ins only forward to our handlers.
+- `$/cancelRequest`: pygls cancels the request's future, which stops an `async` handler at its next `await`
+  but cannot stop a job already on the engine thread, nor the task behind a command. We also cancel the
+  engine job.
+- `workspace/executeCommand`: pygls passes only `arguments`; our commands need the whole params
+  (`workDoneToken`), and an unknown command deserves a precise error.
+- Malformed messages: pygls only logs a body that is not JSON, and silently drops a request whose params do
+  not fit their type (the client then waits forever). We answer both with JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcParseError
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+log = logging.getLogger(__name__)
+
+
+class DgProtocol(LanguageServerProtocol):
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
+        if (handler := self.fm.commands.get(params.command)) is None:
+            known = ", ".join(sorted(self.fm.commands))
+            raise JsonRpcInvalidParams(f"unknown command {params.command!r} (this server has: {known})")
+        result = yield handler, (params,), None
+        return result
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """A request whose params do not fit its method's type gets an Invalid Params answer, not silence."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException:
+            if not ("id" in data and "method" in data):
+                raise
+            err = JsonRpcInvalidParams(f"invalid params for {data['method']!r}")
+            self._send_response(data["id"], error=err.to_response_error())
+            return _Dropped()
+
+    def send_parse_error(self, exc: Exception) -> bool:
+        """JSON-RPC 2.0 answers an unparseable message with a Parse error whose id is null."""
+        if not isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+            return False
+        err = JsonRpcParseError(f"malformed JSON-RPC message: {exc}")
+        self._send_data({"jsonrpc": "2.0", "id": None, "error": {"code": err.code, "message": err.message}})
+        return True
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        on_cancel = getattr(self._server, "on_cancel_request", None)
+        if on_cancel is not None:
+            on_cancel(str(msg_id))
+        super()._handle_cancel_notification(msg_id)
+
+
+
+class _Dropped:
+    """Stands in for a message already answered with an error; `handle_message` ignores a wrong version."""
+
+    jsonrpc = "dropped"

@@ -1,0 +1,191 @@
+"""The engine thread: loads the model, runs one engine job at a time, debounces and cancels them.
+
+Everything here is called from the event loop except what runs inside `_executor` (model loading and
+`engine.infill`). The loop never waits on the engine: it awaits an asyncio future wrapping the thread's work.
+Cancellation is cooperative: a `Ticket` wraps the engine's `CancelToken`, which the engine checks between
+denoising steps, so a cancelled job stops within one step and frees the thread for the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from dg_lsp.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Engine outputs depend on the sampling seed; a fixed seed makes a fill a pure function of its inputs, which
+# is what lets the LRU cache return exactly what a cold run would.
+SEED = 0
+
+
+def load_engine(settings: Settings) -> Any:
+    """The product path: the real engine (imported here so `dg-lsp --version` does not import torch)."""
+    from engine.engine import Engine
+
+    return Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype)
+
+
+def new_cancel_token() -> Any:
+    from engine.engine import CancelToken
+
+    return CancelToken()
+
+
+@dataclass(eq=False)  # identity: tickets live in a set
+class Ticket:
+    """One engine job as the loop sees it: its cancel token and step counters.
+
+    `steps_done` is written by the engine thread (in on_step) and read by the loop; ints are written
+    atomically in CPython, and the figure is a measurement, not a synchronisation device.
+    """
+
+    uri: str
+    request_id: str
+    kind: str  # "inline" | "command"
+    token: Any
+    steps_done: int = 0
+    steps_at_cancel: int | None = None
+    why_cancelled: str | None = None
+
+    def cancel(self, why: str) -> None:
+        if self.steps_at_cancel is None:
+            self.steps_at_cancel = self.steps_done
+            self.why_cancelled = why
+        self.token.cancel()
+
+    @property
+    def steps_after_cancel(self) -> int | None:
+        return None if self.steps_at_cancel is None else self.steps_done - self.steps_at_cancel
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    """The engine inputs of one fill; `on_step` runs on the engine thread after every denoising step."""
+
+    context_ids: list[int]
+    canvas_length: int
+    steps: int | None
+    entropy_bound: float | None
+    seed: int = SEED
+    on_step: Callable[[Any], None] | None = field(default=None, compare=False)
+
+
+class Worker:
+    """Owns the engine and its single thread. Create and use on the event loop."""
+
+    def __init__(self, factory: Callable[[Settings], Any] = load_engine,
+                 token_factory: Callable[[], Any] = new_cancel_token) -> None:
+        self._factory = factory
+        self._token_factory = token_factory
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dg-engine")
+        self.engine: Any = None
+        self.state = "loading"  # loading | ready | error
+        self.error: str | None = None
+        self.model_name: str | None = None
+        self.generation = 0  # bumps on every (re)load; part of cache keys
+        self._latest_call: dict[str, int] = {}
+        self._call_ids = itertools.count(1)
+        self._tickets: set[Ticket] = set()
+
+    # -- model -------------------------------------------------------------------------------------------
+
+    async def load(self, settings: Settings) -> None:
+        """(Re)load the model on the engine thread; queued behind a running job, so the swap is atomic."""
+        self.generation += 1
+        gen = self.generation
+        self.state, self.error = "loading", None
+        for t in list(self._tickets):
+            t.cancel("model reload")
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        try:
+            engine = await loop.run_in_executor(self._executor, self._factory, settings)
+        except Exception as exc:  # a bad path, a broken checkpoint, no CUDA: report, keep serving
+            log.exception("model load failed")
+            if gen == self.generation:
+                self.engine, self.state, self.error = None, "error", f"{type(exc).__name__}: {exc}"
+            return
+        if gen != self.generation:  # a newer load was requested meanwhile
+            return
+        self.engine, self.state = engine, "ready"
+        self.model_name = str(getattr(engine, "name", None) or settings.model_path or "default model")
+        log.info("model %s loaded in %.0f ms", self.model_name, (time.perf_counter() - t0) * 1e3)
+
+    # -- debounce and cancellation -----------------------------------------------------------------------
+
+    async def debounce(self, key: str, delay_ms: int) -> bool:
+        """Wait `delay_ms`; True if no newer call with the same key arrived meanwhile (latest wins)."""
+        call = next(self._call_ids)
+        self._latest_call[key] = call
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+        else:
+            await asyncio.sleep(0)  # still let already-queued keystrokes through first
+        return self._latest_call.get(key) == call
+
+    def ticket(self, uri: str, request_id: str, kind: str) -> Ticket:
+        """A cancel ticket for a new job; a new inline job supersedes older inline jobs on its document."""
+        if kind == "inline":
+            self.cancel_document(uri, "superseded", kinds=("inline",))
+        t = Ticket(uri=uri, request_id=request_id, kind=kind, token=self._token_factory())
+        self._tickets.add(t)
+        return t
+
+    def release(self, ticket: Ticket) -> None:
+        self._tickets.discard(ticket)
+
+    def cancel_document(self, uri: str, why: str, kinds: tuple[str, ...] = ("inline", "command")) -> int:
+        hits = [t for t in self._tickets if t.uri == uri and t.kind in kinds]
+        for t in hits:
+            t.cancel(why)
+        return len(hits)
+
+    def cancel_request(self, request_id: str, why: str = "$/cancelRequest") -> bool:
+        hits = [t for t in self._tickets if t.request_id == request_id]
+        for t in hits:
+            t.cancel(why)
+        return bool(hits)
+
+    # -- running -----------------------------------------------------------------------------------------
+
+    async def infill(self, ticket: Ticket, job: EngineJob) -> Any:
+        """Run `engine.infill` on the engine thread. If the awaiting task is cancelled, the engine is too."""
+        engine = self.engine
+        if engine is None:
+            raise RuntimeError("the model is not loaded")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, _run, engine, ticket, job)
+        except asyncio.CancelledError:
+            ticket.cancel("request cancelled")
+            raise
+
+    def shutdown(self) -> None:
+        for t in list(self._tickets):
+            t.cancel("shutdown")
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _run(engine: Any, ticket: Ticket, job: EngineJob) -> Any:
+    """Engine thread. A job cancelled while it waited in the queue never reaches the engine."""
+    if ticket.token.cancelled:
+        return None
+
+    def on_step(draft: Any) -> None:
+        ticket.steps_done += 1
+        if job.on_step is not None:
+            job.on_step(draft)
+
+    assert threading.current_thread() is not threading.main_thread()
+    return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
+                         entropy_bound=job.entropy_bound, max_canvases=1, seed=job.seed,
+                         cancel=ticket.token, on_step=on_step)

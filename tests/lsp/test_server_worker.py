@@ -1,0 +1,136 @@
+"""The engine thread with an engine double: loading, latest-wins debounce, cancellation within one step."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from dg_lsp.config import Settings
+from dg_lsp.worker import EngineJob, Worker
+
+
+class Token:
+    def __init__(self) -> None:
+        self._e = threading.Event()
+
+    def cancel(self) -> None:
+        self._e.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._e.is_set()
+
+
+class SlowEngine:
+    """Runs `steps` steps of `step_s` seconds, checking the token before each (as the real engine does)."""
+
+    def __init__(self, step_s: float = 0.01) -> None:
+        self.step_s = step_s
+        self.calls = 0
+        self.threads: list[threading.Thread] = []
+
+    def infill(self, context_ids, *, canvas_length, steps, entropy_bound, max_canvases, seed, cancel, on_step):
+        self.calls += 1
+        self.threads.append(threading.current_thread())
+        n = 0
+        for i in range(1, (steps or 8) + 1):
+            if cancel.cancelled:
+                break
+            time.sleep(self.step_s)
+            n = i
+            on_step(SimpleNamespace(step=i, steps=steps, text="x" * i))
+        return SimpleNamespace(text="fill", steps=n, cancelled=cancel.cancelled, reused_prefix_tokens=0,
+                               timings={"total_ms": 1.0})
+
+
+async def ready_worker(engine) -> Worker:
+    w = Worker(lambda s: engine, Token)
+    await w.load(Settings())
+    assert w.state == "ready" and w.engine is engine
+    return w
+
+
+async def test_load_failure_is_reported_not_raised():
+    def broken(settings):
+        raise FileNotFoundError("no such checkpoint")
+
+    w = Worker(broken, Token)
+    await w.load(Settings(model_path="/nope"))
+    assert w.state == "error" and "no such checkpoint" in w.error and w.engine is None
+    w.shutdown()
+
+
+async def test_engine_runs_off_the_loop_thread():
+    eng = SlowEngine(0.001)
+    w = await ready_worker(eng)
+    t = w.ticket("file:///a.py", "1", "inline")
+    res = await w.infill(t, EngineJob([1, 2], 16, 4, None))
+    assert res.steps == 4 and t.steps_done == 4
+    assert eng.threads[0] is not threading.current_thread()
+    w.shutdown()
+
+
+async def test_debounce_latest_wins():
+    w = Worker(lambda s: None, Token)
+    results = await asyncio.gather(*(w.debounce("u", 20) for _ in range(5)), w.debounce("other", 20))
+    assert results == [False, False, False, False, True, True]
+    w.shutdown()
+
+
+@pytest.mark.parametrize("how", ["ticket", "document", "request", "task"])
+async def test_cancel_stops_within_one_step(how):
+    eng = SlowEngine(0.01)
+    w = await ready_worker(eng)
+    seen = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    t = w.ticket("file:///a.py", "7", "command")
+    job = EngineJob([1], 16, 200, None, on_step=lambda d: d.step == 3 and loop.call_soon_threadsafe(seen.set))
+    task = asyncio.ensure_future(w.infill(t, job))
+    await seen.wait()
+    if how == "ticket":
+        t.cancel("test")
+    elif how == "document":
+        assert w.cancel_document("file:///a.py", "newer edit") == 1
+    elif how == "request":
+        assert w.cancel_request("7")
+    else:
+        task.cancel()
+    if how == "task":
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)  # the engine thread notices the token at its next step
+    else:
+        res = await task
+        assert res.cancelled
+    assert t.steps_at_cancel is not None and t.steps_after_cancel <= 1
+    assert t.steps_done < 10
+    w.shutdown()
+
+
+async def test_new_inline_job_supersedes_inline_but_not_command():
+    w = Worker(lambda s: None, Token)
+    cmd = w.ticket("u", "1", "command")
+    old = w.ticket("u", "2", "inline")
+    other = w.ticket("v", "3", "inline")
+    new = w.ticket("u", "4", "inline")
+    assert old.token.cancelled and old.why_cancelled == "superseded"
+    assert not cmd.token.cancelled and not other.token.cancelled and not new.token.cancelled
+    w.shutdown()
+
+
+async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
+    eng = SlowEngine(0.01)
+    w = await ready_worker(eng)
+    first = w.ticket("u", "1", "command")
+    second = w.ticket("u", "2", "command")
+    a = asyncio.ensure_future(w.infill(first, EngineJob([1], 16, 10, None)))
+    b = asyncio.ensure_future(w.infill(second, EngineJob([1], 16, 10, None)))
+    second.cancel("test")
+    assert (await a).steps == 10
+    assert await b is None
+    assert eng.calls == 1
+    w.shutdown()
