@@ -9,8 +9,8 @@ from dg_lsp.config import Settings, parse_settings
 
 def test_defaults_match_protocol_table():
     s = Settings()
-    assert (s.enabled, s.model_path, s.device, s.dtype, s.steps, s.entropy_bound) == (True, None, "auto", "auto",
-                                                                                        None, None)
+    assert (s.enabled, s.model_path, s.device, s.dtype) == (True, None, "auto", "auto")
+    assert (s.steps, s.entropy_bound) == (None, None)
     assert (s.debounce_ms, s.languages, s.context_tokens, s.drafts) == (75, None, 1024, False)
 
 
@@ -43,8 +43,8 @@ def test_all_keys():
 ])
 def test_bad_value_gives_message_and_default(key, value):
     base, _ = parse_settings({"debounceMs": 10, "drafts": True, "steps": 4})
-    s, errors = parse_settings({key: value, "contextTokens": 2048} if key != "contextTokens" else {key: value},
-                               base)
+    raw = {key: value, "contextTokens": 2048} if key != "contextTokens" else {key: value}
+    s, errors = parse_settings(raw, base)
     assert len(errors) == 1 and key in errors[0]
     default = Settings()
     field = {"entropyBound": "entropy_bound", "debounceMs": "debounce_ms", "contextTokens": "context_tokens",

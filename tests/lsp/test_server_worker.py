@@ -33,7 +33,7 @@ class SlowEngine:
         self.calls = 0
         self.threads: list[threading.Thread] = []
 
-    def infill(self, context_ids, *, canvas_length, steps, entropy_bound, max_canvases, seed, cancel, on_step):
+    def infill(self, context_ids, *, steps, cancel, on_step, **kwargs):
         self.calls += 1
         self.threads.append(threading.current_thread())
         n = 0
