@@ -21,6 +21,7 @@ class LangSpec:
     imports:    top-level nodes kept at the head of the prompt.
     opaque:     nodes inside which syntax holes make no sense (strings, comments): rest-of-line only.
     colon_blocks: bodies open with `:` and are delimited by indentation (Python), not braces.
+    indent:     the indentation step when the file shows none (gofmt uses tabs).
     """
 
     key: str
@@ -31,6 +32,7 @@ class LangSpec:
     imports: frozenset[str]
     opaque: frozenset[str] = field(default_factory=frozenset)
     colon_blocks: bool = False
+    indent: str = "    "
 
 
 def _fs(*names: str) -> frozenset[str]:
@@ -141,6 +143,7 @@ SPECS: dict[str, LangSpec] = {
         scopes=_fs("function_declaration method_declaration func_literal type_declaration"),
         imports=_fs("package_clause import_declaration"),
         opaque=_fs("interpreted_string_literal raw_string_literal comment rune_literal"),
+        indent="\t",
     ),
     "java": LangSpec(
         key="java",

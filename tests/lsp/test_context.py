@@ -1,0 +1,152 @@
+"""Holes: golden cases for every kind in Python, JS/TS, Rust, Go (and C/Java), `|` marks the cursor."""
+
+from __future__ import annotations
+
+import pytest
+
+from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection, indent_unit
+from dg_lsp.documents import Document, Snapshot
+
+
+def snap_of(language_id: str, marked: str) -> tuple[Snapshot, int]:
+    offset = marked.index("|")
+    text = marked[:offset] + marked[offset + 1 :]
+    return Document("file:///t", language_id, 1, text).snapshot(), offset
+
+
+def hole(language_id: str, marked: str) -> Hole:
+    snap, offset = snap_of(language_id, marked)
+    h = hole_at_cursor(snap, offset)
+    assert h.start == offset and h.replaced == snap.text[h.start : h.end] and h.end >= h.start
+    return h
+
+
+CASES = [
+    # (language, source with |, kind, replaced, max_lines==1?)
+    # --- Python
+    ("python", "x = foo(a|, b)\n", "rest_of_line", "", True),
+    ("python", "def f(x):\n    return x|\n", "rest_of_line", "", True),
+    ("python", "def f(x):\n    y = |\n", "statement", "", False),
+    ("python", "def f(x):\n    return |\n", "statement", "", False),
+    ("python", "def f(x):|\n\nprint(1)\n", "block_body", "", False),
+    ("python", "class A:\n    def m(self):\n        |\n\n    def n(self):\n        pass\n", "block_body", "",
+     False),
+    ("python", "if x:|\n    y = 1\n", "statement", "", False),
+    ("python", "foo(|)\n", "bracket_expr", "", True),
+    ("python", "xs = [1, 2, |]\n", "bracket_expr", "", True),
+    ("python", "d = {'a': 1, |}\n", "bracket_expr", "", True),
+    ("python", "xs = [\n    1,\n    |\n]\n", "bracket_expr", "", False),
+    ("python", "def f():\n    x = 1\n    |\n    return x\n", "statement", "", False),
+    ("python", 's = "abc|def"\n', "rest_of_line", "", True),
+    ("python", "x = 1  # note|\n", "rest_of_line", "", True),
+    # --- JavaScript / TypeScript
+    ("javascript", "function f() {|\n}\n", "block_body", "", False),
+    ("javascript", "function f() {|}\n", "block_body", "", False),
+    ("javascript", "function f() {\n  |\n}\n", "block_body", "", False),
+    ("javascript", "function f() {\n  |\n\n\n}\n", "block_body", "\n\n", False),
+    ("javascript", "const o = {|};\n", "bracket_expr", "", True),
+    ("javascript", "foo(a, |);\n", "bracket_expr", "", True),
+    ("javascript", "let y = |\n", "statement", "", False),
+    ("javascript", "let y = foo(|a);\n", "rest_of_line", "", True),
+    ("javascript", "console.log(x)|\n", "rest_of_line", "", True),
+    ("typescript", "function add(a: number, b: number): number {|}\n", "block_body", "", False),
+    ("typescript", "const xs: number[] = [|];\n", "bracket_expr", "", True),
+    ("typescript", "interface P {\n  |\n}\n", "block_body", "", False),
+    ("typescriptreact", "const v = f(|);\n", "bracket_expr", "", True),
+    # --- Rust
+    ("rust", "fn main() {\n    let v = |\n}\n", "statement", "", False),
+    ("rust", "fn main() {|\n}\n", "block_body", "", False),
+    ("rust", "fn main() {\n    println!(\"{}\", |);\n}\n", "bracket_expr", "", True),
+    ("rust", "fn main() {\n    let v = vec![1, 2];|\n}\n", "rest_of_line", "", True),
+    ("rust", "fn main() {\n    foo(|bar);\n}\n", "rest_of_line", "", True),
+    # --- Go
+    ("go", "package main\n\nfunc main() {\n\t|\n}\n", "block_body", "", False),
+    ("go", "package main\n\nfunc main() {\n\tx := |\n}\n", "statement", "", False),
+    ("go", "package main\n\nfunc main() {\n\tfmt.Println(|)\n}\n", "bracket_expr", "", True),
+    ("go", "package main\n\nfunc main() {\n\tfmt.Println(|x)\n}\n", "rest_of_line", "", True),
+    # --- C / Java
+    ("c", "int main(void) {\n    |\n}\n", "block_body", "", False),
+    ("java", "class A {\n    void m() {|}\n}\n", "block_body", "", False),
+    # --- no grammar
+    ("plaintext", "hello |world\n", "rest_of_line", "", True),
+    ("plaintext", "hello world|  \n", "line", "  ", True),
+]
+
+
+@pytest.mark.parametrize("language_id,marked,kind,replaced,one_line", CASES)
+def test_hole_kinds(language_id, marked, kind, replaced, one_line):
+    h = hole(language_id, marked)
+    assert (h.kind, h.replaced) == (kind, replaced)
+    assert (h.max_lines == 1) == one_line
+
+
+def test_block_body_indent():
+    assert hole("python", "class A:\n    def m(self):|\n").indent == " " * 8
+    assert hole("go", "package main\n\nfunc main() {|}\n").indent == "\t"
+    assert hole("javascript", "if (x) {\n  y();\n}\nfunction f() {|}\n").indent == "  "
+
+
+def test_block_body_multiline_swallow_keeps_closer():
+    snap, offset = snap_of("rust", "fn f() {\n    |\n    \n}\n")
+    h = hole_at_cursor(snap, offset)
+    assert h.kind == "block_body" and h.replaced == "\n    "
+    assert snap.text[h.end :] == "\n}\n"
+
+
+def test_non_empty_block_is_not_block_body():
+    assert hole("javascript", "function f() {|\n  return 1;\n}\n").kind == "statement"
+    assert hole("python", "def f():\n    |\n    return 1\n").kind == "statement"
+
+
+def test_non_ascii_offsets():
+    h = hole("python", "s = '日本😀'\nfoo(|)\n")
+    assert h.kind == "bracket_expr"
+    h = hole("javascript", "const s = '😀';\nfunction f() {|}\n")
+    assert h.kind == "block_body"
+
+
+def test_cursor_out_of_range_and_empty_doc():
+    snap = Document("file:///t", "python", 1, "").snapshot()
+    assert hole_at_cursor(snap, 0).kind == "statement"
+    snap = Document("file:///t", "python", 1, "x = 1\n").snapshot()
+    h = hole_at_cursor(snap, 999)
+    assert h.start == len(snap.text)
+
+
+def test_large_file_falls_back_to_lines():
+    text = "x = 1\n" * 400_000  # 2.4 MB: over the tree cap
+    snap = Document("file:///t", "python", 1, text + "y = ").snapshot()
+    assert snap.tree is None
+    h = hole_at_cursor(snap, len(snap.text))
+    assert h.kind == "line"
+
+
+def test_selection_plain_and_widened():
+    snap, _ = snap_of("python", "|def f(a, b):\n    total = a + b\n    return total\n")
+    text = snap.text
+    s = text.index("tal = a")
+    h = hole_for_selection(snap, s, s + 6, widen=False)
+    assert (h.kind, h.replaced) == ("selection", "tal = ")
+    h = hole_for_selection(snap, s, s + 6, widen=True)
+    assert h.replaced == "total = a + b"
+    s2 = text.index("otal = a")
+    e2 = text.index("urn total") + 3
+    h = hole_for_selection(snap, s2, e2, widen=True)
+    assert h.replaced == "total = a + b\n    return total"
+    assert h.indent == "    "
+    h = hole_for_selection(snap, e2, s2, widen=False)  # reversed range
+    assert h.start == s2
+    h = hole_for_selection(snap, text.index("ta"), text.index("ta") + 1, widen=True)
+    assert h.replaced == "total"
+
+
+def test_selection_widen_without_grammar():
+    snap, _ = snap_of("plaintext", "|alpha beta\ngamma delta\nomega\n")
+    h = hole_for_selection(snap, 3, 14, widen=True)
+    assert h.replaced == "alpha beta\ngamma delta"
+
+
+def test_indent_unit():
+    assert indent_unit("a:\n  b\n    c\n") == "  "
+    assert indent_unit("a {\n\tb\n}\n") == "\t"
+    assert indent_unit("x = 1\n") == "    "
