@@ -1,0 +1,110 @@
+"""safetensors checkpoint -> DiffusionGemmaText on the target device: built on the meta device, then filled.
+
+Single-file and sharded (model.safetensors.index.json) checkpoints; vision-tower weights are skipped (the engine is
+text-only). Never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from engine.config import TextConfig
+from engine.model import DiffusionGemmaText
+
+
+class CheckpointError(ValueError):
+    """Missing, unexpected or mis-shaped tensors; the message lists them."""
+
+
+_SKIP = re.compile(r"^model\.encoder\.(vision_tower|embed_vision)\.|^model\.(vision_tower|embed_vision)\.")
+
+# checkpoint suffix (after the decoder / encoder.language_model prefix) -> our parameter suffix
+_RENAMES = [
+    (re.compile(r"^embed_tokens\.weight$"), "embed_tokens"),
+    (re.compile(r"^norm\.weight$"), "norm"),
+    (re.compile(r"^self_conditioning\.pre_norm\.weight$"), "self_conditioning.pre_norm"),
+    (re.compile(r"^self_conditioning\.(gate_proj|up_proj|down_proj)\.weight$"), r"self_conditioning.mlp.\1.weight"),
+    (re.compile(r"^layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight$"), r"layers.\1.self_attn.\2"),
+    (re.compile(r"^layers\.(\d+)\.self_attn\.([qkvo]_proj)\.(weight|bias)$"), r"layers.\1.self_attn.\2.\3"),
+    (re.compile(r"^layers\.(\d+)\.mlp\.(gate_proj|up_proj|down_proj)\.weight$"), r"layers.\1.mlp.\2.weight"),
+    (re.compile(r"^layers\.(\d+)\.router\.proj\.weight$"), r"layers.\1.moe.router_proj.weight"),
+    (re.compile(r"^layers\.(\d+)\.router\.scale$"), r"layers.\1.moe.router_scale"),
+    (re.compile(r"^layers\.(\d+)\.router\.per_expert_scale$"), r"layers.\1.moe.per_expert_scale"),
+    (re.compile(r"^layers\.(\d+)\.experts\.(gate_up_proj|down_proj)$"), r"layers.\1.moe.\2"),
+    (re.compile(r"^layers\.(\d+)\.((?:input|post_attention|pre_feedforward|post_feedforward)_layernorm(?:_[12])?)"
+                r"\.weight$"), r"layers.\1.\2"),
+]
+
+
+def map_name(name: str) -> str | None:
+    """Checkpoint tensor name -> our state-dict key; None for tensors we skip (vision)."""
+    if _SKIP.match(name):
+        return None
+    if name == "lm_head.weight":
+        return "lm_head"
+    m = re.match(r"^model\.(decoder|encoder\.language_model)\.layers\.(\d+)\.layer_scalar$", name)
+    if m:
+        return f"layers.{m.group(2)}.{'dec' if m.group(1) == 'decoder' else 'enc'}_layer_scalar"
+    m = re.match(r"^model\.(?:decoder|encoder\.language_model)\.(.+)$", name)
+    if not m:
+        return ""
+    for pattern, repl in _RENAMES:
+        if pattern.match(m.group(1)):
+            return pattern.sub(repl, m.group(1))
+    return ""
+
+
+def checkpoint_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        files = sorted({path / f for f in weight_map.values()})
+    elif (path / "model.safetensors").is_file():
+        files = [path / "model.safetensors"]
+    else:
+        raise CheckpointError(f"{path} has neither model.safetensors nor model.safetensors.index.json")
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise CheckpointError(f"shards listed in the index are missing: {missing}")
+    return files
+
+
+def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: torch.dtype) -> DiffusionGemmaText:
+    path = Path(path)
+    with torch.device("meta"):
+        model = DiffusionGemmaText(cfg)
+    expected = {k: v for k, v in model.state_dict(keep_vars=True).items()}
+    state: dict[str, torch.Tensor] = {}
+    unexpected: list[str] = []
+    for file in checkpoint_files(path):
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                key = map_name(name)
+                if key is None:
+                    continue
+                if key == "lm_head" and cfg.tie_word_embeddings:
+                    continue  # tied: the embedding is the head
+                if key not in expected:
+                    unexpected.append(name)
+                    continue
+                if key in state and name.startswith("model.encoder."):
+                    continue  # tied copy under the encoder name; the decoder's is authoritative
+                t = f.get_tensor(name)
+                if tuple(t.shape) != tuple(expected[key].shape):
+                    raise CheckpointError(f"{name}: shape {tuple(t.shape)} != expected {tuple(expected[key].shape)}")
+                # layer scalars and norm weights stay exact; everything is cast to the serving dtype
+                state[key] = t.to(device=device, dtype=dtype)
+    missing = sorted(set(expected) - set(state))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {path} does not match the config: missing {missing[:20]}"
+            f"{' ...' if len(missing) > 20 else ''}; unexpected {unexpected[:20]}"
+            f"{' ...' if len(unexpected) > 20 else ''}"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return model.eval().requires_grad_(False)
