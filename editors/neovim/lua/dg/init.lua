@@ -100,7 +100,13 @@ function M.setup(opts)
   vim.lsp.config("dg", {
     cmd = cfg.cmd,
     filetypes = cfg.filetypes,
-    root_markers = cfg.root_markers,
+    -- Without a filetype list Neovim would also start a client for the empty buffer at startup
+    -- (rooted at the cwd); only files with a name and a filetype get one.
+    root_dir = function(bufnr, on_dir)
+      if api.nvim_buf_get_name(bufnr) ~= "" and vim.bo[bufnr].filetype ~= "" then
+        on_dir(vim.fs.root(bufnr, cfg.root_markers))
+      end
+    end,
     init_options = config.wire_settings(cfg.settings),
     settings = { dg = config.wire_settings(cfg.settings) },
     handlers = {

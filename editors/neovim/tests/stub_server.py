@@ -1,0 +1,122 @@
+"""A scripted stand-in for dg-lsp that speaks its protocol (docs/PROTOCOL.md) with fixed answers.
+
+The plugin tests use it where the real server's fills are random (tiny checkpoints): exact ghost text, drafts
+on a known schedule, and a log of what the client asked and cancelled. Run: python stub_server.py (stdio).
+initializationOptions: the dg settings plus `stubText` (the fill), `stubDelay` (seconds per draft step),
+`stubSteps` and `stubLog` (a file that gets one JSON line per event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+server = LanguageServer("dg-lsp-stub", "0")
+options: dict = {}
+
+
+def log(event: str, **data) -> None:
+    if options.get("stubLog"):
+        with open(options["stubLog"], "a") as f:
+            f.write(json.dumps({"event": event, **data}) + "\n")
+
+
+def status(state: str, latency: float | None = None) -> None:
+    server.protocol.notify(
+        "dg/status", {"state": state, "message": "", "model": "stub", "lastLatencyMs": latency}
+    )
+
+
+async def fill(uri: str, version: int, hole: types.Range) -> str:
+    """Sleep through the steps (cancellable at each await), streaming drafts when asked to."""
+    text, steps = options.get("stubText", "fill"), int(options.get("stubSteps", 4))
+    for step in range(1, steps + 1):
+        await asyncio.sleep(float(options.get("stubDelay", 0.05)))
+        if options.get("drafts"):
+            shown = text[: len(text) * step // steps]
+            server.protocol.notify("dg/draft", {
+                "uri": uri, "version": version, "requestId": "1", "step": step, "steps": steps,
+                "text": shown, "range": hole, "done": step == steps,
+            })
+    return text
+
+
+@server.feature(types.INITIALIZE)
+def initialize(params: types.InitializeParams) -> None:
+    options.update(params.initialization_options or {})
+    log("initialize", options=params.initialization_options)
+
+
+@server.feature(types.INITIALIZED)
+def initialized(params: types.InitializedParams) -> None:
+    status("loading")
+    status("ready")
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
+    log("configuration", settings=params.settings)
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(params: types.InlineCompletionParams) -> list[types.InlineCompletionItem]:
+    doc = server.workspace.get_text_document(params.text_document.uri)
+    pos = params.position
+    log("inline", line=pos.line, character=pos.character)
+    start = time.perf_counter()
+    status("busy")
+    try:
+        text = await fill(doc.uri, doc.version or 0, types.Range(pos, pos))
+    except asyncio.CancelledError:
+        log("cancelled", line=pos.line, character=pos.character)
+        status("ready")
+        raise
+    status("ready", (time.perf_counter() - start) * 1000)
+    log("answered", text=text)
+    return [types.InlineCompletionItem(insert_text=text, range=types.Range(pos, pos))]
+
+
+@server.command("dg.rewriteSelection")
+async def rewrite(arg: dict) -> dict:
+    uri = arg["textDocument"]["uri"]
+    r = arg["range"]
+    doc = server.workspace.get_text_document(uri)
+    version = doc.version
+    lines = doc.lines[r["start"]["line"]: r["end"]["line"] + 1]
+    log("rewrite", range=r, widen=arg.get("widen", False))
+    await asyncio.sleep(0.05)
+    new_text = "\n".join(f"rewritten_{i}()" for i in range(len(lines)))
+    rng = types.Range(types.Position(**r["start"]), types.Position(**r["end"]))
+    edit = types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+        edits=[types.TextEdit(range=rng, new_text=new_text)],
+    )
+    result = await server.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))
+    )
+    return {"applied": bool(result.applied), "reason": result.failure_reason, "latencyMs": 50.0}
+
+
+@server.command("dg.fillHole")
+async def fill_hole(arg: dict) -> dict:
+    uri, pos = arg["textDocument"]["uri"], types.Position(**arg["position"])
+    doc = server.workspace.get_text_document(uri)
+    version = doc.version
+    log("fillHole", line=pos.line, character=pos.character)
+    text = await fill(uri, version or 0, types.Range(pos, pos))
+    edit = types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+        edits=[types.TextEdit(range=types.Range(pos, pos), new_text=text)],
+    )
+    result = await server.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))
+    )
+    return {"applied": bool(result.applied), "reason": result.failure_reason, "latencyMs": 1.0}
+
+
+if __name__ == "__main__":
+    server.start_io()

