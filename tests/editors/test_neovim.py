@@ -312,3 +312,28 @@ def test_stub_statusline_toggle_status_and_health(editor, tmp_path):
     assert "has vim.lsp.inline_completion" in report
     assert "client 1: ready" in report
     assert "ERROR" not in report
+
+
+# --- the screenshot script ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (apt-get install -y tmux)")
+def test_screenshot_script_captures_ghost_text(tmp_path):
+    pytest.importorskip("PIL", reason="Pillow not installed")
+    from PIL import Image
+
+    out, ansi = tmp_path / "shot.png", tmp_path / "shot.ansi"
+    proc = subprocess.run(
+        [sys.executable, str(PLUGIN / "scripts" / "screenshot.py"), "--stub", "hypot(dx, dy)", "--out", str(out),
+         "--ansi-out", str(ansi), "--timeout", "60"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["ghost"] == "hypot(dx, dy)"
+    capture = ansi.read_text()
+    plain = re.sub(r"\x1b\[[0-9;:]*m", "", capture)
+    assert "return math.hypot(dx, dy)" in plain and "dg: ready" in plain
+    # The ghost text is drawn in a colour of its own, not as typed text.
+    assert re.search(r"math\.(\x1b\[[0-9;]*m)+hypot", capture)
+    with Image.open(out) as img:
+        assert img.size[0] > 600 and img.size[1] > 200
