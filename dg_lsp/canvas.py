@@ -1,0 +1,237 @@
+"""Pure: snapshot + hole + tokenizer + budget -> an infill request (trimmed prefix/suffix, ids, canvas length).
+
+Prompt budget (`budget_tokens` covers prefix + suffix ids; the format's special tokens come on top):
+- the suffix gets a quarter of the budget first (at least the rest of the hole's line), then the prefix gets
+  what is left, then the suffix may take what the prefix did not use;
+- the prefix always keeps the hole's line up to the cursor, then, in priority order: the signatures of the
+  enclosing definitions (found through the tree; at most half the budget), the nearest lines back to the start
+  of the innermost enclosing definition, the file's imports (at most half of what is left), and finally more
+  lines going back from the cursor. The kept pieces are joined in document order, so the model sees the head
+  of the file and the nearest scope as one text.
+- cuts fall on line boundaries (a single over-long line is cut by characters).
+- prefix and suffix are tokenized separately, as in training. To stay cheap per keystroke, text is chosen by a
+  chars-per-token estimate first and only the chosen text is tokenized; when the estimate was off, the
+  measured ratio replaces it and the choice is redone (a few rounds at most).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dg_lsp.context import Hole
+from dg_lsp.documents import Snapshot
+from engine.tokens import InfillFormat
+
+Encode = Callable[[str], list[int]]
+
+# Code BPEs average ~3-4 chars per token; start a little high so the first pass rarely under-fills.
+CHARS_PER_TOKEN = 4.5
+# Target canvas tokens per hole kind, before rounding up to a trained canvas length.
+KIND_TOKENS = {"rest_of_line": 16, "line": 16, "bracket_expr": 16, "statement": 32, "block_body": 64}
+SELECTION_MARGIN = 8
+_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class InfillRequest:
+    """What the worker hands the engine. prefix/suffix are the texts actually kept after trimming."""
+
+    prefix: str
+    suffix: str
+    canvas_length: int
+    hole: Hole
+    context_ids: list[int]
+    prefix_ids: list[int]
+    suffix_ids: list[int]
+    max_canvases: int = 1
+
+
+def target_tokens(hole: Hole, encode: Encode) -> int:
+    """How many tokens the fill of this hole should get: by kind; a selection by what it replaces."""
+    if hole.kind == "selection":
+        return math.ceil(1.5 * len(encode(hole.replaced))) + SELECTION_MARGIN
+    if hole.kind == "bracket_expr" and hole.max_lines > 1:
+        return KIND_TOKENS["statement"]
+    return KIND_TOKENS.get(hole.kind, KIND_TOKENS["statement"])
+
+
+def canvas_length_for(hole: Hole, encode: Encode, canvas_lengths: tuple[int, ...]) -> int:
+    """The smallest trained canvas length >= the hole's target (the largest one if none is big enough)."""
+    want = target_tokens(hole, encode)
+    lengths = sorted(canvas_lengths)
+    return next((n for n in lengths if n >= want), lengths[-1])
+
+
+def canvases_for(hole: Hole, encode: Encode, canvas_length: int) -> int:
+    """Canvases needed when one is not enough (long selections); the engine chains them."""
+    return max(1, math.ceil(target_tokens(hole, encode) / canvas_length))
+
+
+# ---- suffix ----
+
+
+def _cut_suffix(text: str, start: int, chars: int) -> str:
+    """text[start:] cut to about `chars`, at the end of a line, keeping at least the first line."""
+    end = start + max(chars, 0)
+    if end >= len(text):
+        return text[start:]
+    nl = text.rfind("\n", start, end)
+    if nl < 0:  # the first line alone is longer than the budget: cut inside it
+        return text[start:end]
+    return text[start : nl + 1]
+
+
+def _fit_suffix(text: str, start: int, budget: int, encode: Encode) -> tuple[str, list[int]]:
+    if budget <= 0 or start >= len(text):
+        return "", []
+    cpt = CHARS_PER_TOKEN
+    for _ in range(_ROUNDS):
+        seg = _cut_suffix(text, start, int(budget * cpt))
+        ids = encode(seg)
+        if len(ids) <= budget:
+            return seg, ids
+        cpt = min(cpt, len(seg) / len(ids)) * 0.97
+    while len(ids) > budget:  # the estimate kept failing: shrink by characters until it fits
+        seg = seg[: int(len(seg) * budget / len(ids) * 0.9)]
+        ids = encode(seg)
+    return seg, ids
+
+
+# ---- prefix ----
+
+
+def _enclosing(snap: Snapshot, offset: int) -> list[tuple[int, int]]:
+    """(first line offset, header end offset) of each definition enclosing `offset`, innermost first."""
+    if snap.tree is None or snap.spec is None:
+        return []
+    text, out = snap.text, []
+    b = snap.byte_offset(offset)
+    node = snap.tree.root_node.descendant_for_byte_range(max(b - 1, 0), b)
+    while node is not None:
+        if node.type in snap.spec.scopes and node.start_byte < b:
+            start = snap.line_start(snap.char_offset(node.start_byte))
+            body = node.child_by_field_name("body")
+            head_end = snap.char_offset(body.start_byte) if body is not None else snap.char_offset(node.end_byte)
+            # Python's block starts at its first statement: end the header at the line of the last code
+            # before the body (the `:` or the `{` line).
+            head_end = min(head_end, offset)
+            while body is not None and head_end > start and text[head_end - 1].isspace():
+                head_end -= 1
+            nl = text.find("\n", head_end)
+            header_end = len(text) if nl < 0 else nl + 1
+            out.append((start, min(header_end, offset)))
+        node = node.parent
+    return out
+
+
+def _imports(snap: Snapshot, before: int) -> list[tuple[int, int]]:
+    """Whole-line spans of top-level import nodes that end before `before`."""
+    if snap.tree is None or snap.spec is None:
+        return []
+    text, out = snap.text, []
+    limit = snap.byte_offset(before)
+    for node in snap.tree.root_node.children:
+        if node.start_byte >= limit:
+            break
+        if node.type in snap.spec.imports and node.end_byte <= limit:
+            s, e = snap.span(node)
+            nl = text.find("\n", e)
+            out.append((snap.line_start(s), min(before, len(text) if nl < 0 else nl + 1)))
+    return out
+
+
+def _back_one_line(text: str, line_start: int, floor: int) -> int:
+    return max(text.rfind("\n", 0, line_start - 1) + 1, floor)
+
+
+def _choose_prefix(snap: Snapshot, start: int, chars: int) -> str:
+    """Pick line-aligned spans of text[:start] worth about `chars` characters and join them in order."""
+    text = snap.text
+    line_start = snap.line_start(start)
+    if start - line_start >= chars:
+        return text[start - max(chars, 0) : start]
+    left = chars - (start - line_start)
+    scopes = _enclosing(snap, start)
+    scope_start = scopes[0][0] if scopes else 0
+
+    # 1. signatures of enclosing definitions, innermost first (small and what the body is about)
+    extra: list[tuple[int, int]] = []
+    for s, e in scopes:
+        if e <= line_start and e - s <= left // 2:
+            extra.append((s, e))
+            left -= e - s
+    # 2. nearest lines, back to the innermost definition's first line
+    near = line_start
+    while near > scope_start and near - _back_one_line(text, near, 0) <= left:
+        prev = _back_one_line(text, near, 0)
+        left -= near - prev
+        near = prev
+    # 3. imports (at most half of what is left)
+    head_left = left // 2
+    for s, e in _imports(snap, near):
+        if e - s > head_left:
+            break
+        if not any(a <= s < b for a, b in extra):
+            extra.append((s, e))
+            head_left -= e - s
+            left -= e - s
+    # 4. more nearest lines with the rest, down to where the last kept piece ends
+    floor = max((e for _, e in extra if e <= near), default=0)
+    while near > floor and near - _back_one_line(text, near, floor) <= left:
+        prev = _back_one_line(text, near, floor)
+        left -= near - prev
+        near = prev
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(extra + [(near, start)]):
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return "".join(text[s:e] for s, e in merged)
+
+
+def _fit_prefix(snap: Snapshot, start: int, budget: int, encode: Encode) -> tuple[str, list[int]]:
+    if budget <= 0 or start <= 0:
+        return "", []
+    cpt, grown = CHARS_PER_TOKEN, False
+    for _ in range(_ROUNDS):
+        seg = _choose_prefix(snap, start, int(budget * cpt))
+        ids = encode(seg)
+        measured = len(seg) / max(len(ids), 1)
+        if len(ids) > budget:
+            cpt = min(cpt, measured) * 0.97
+            continue
+        # Under-filled while text was left out: the estimate was low; retry once with the measured ratio.
+        if not grown and len(seg) < start and len(ids) < 0.85 * budget and measured > cpt:
+            grown, cpt = True, measured * 0.97
+            continue
+        return seg, ids
+    while len(ids) > budget:  # the estimate kept failing: shrink by characters until it fits
+        seg = seg[len(seg) - int(len(seg) * budget / len(ids) * 0.9) :]
+        ids = encode(seg)
+    return seg, ids
+
+
+def build_request(
+    snap: Snapshot, hole: Hole, encode: Encode, fmt: InfillFormat, budget_tokens: int
+) -> InfillRequest:
+    """Cut prefix text[:hole.start] and suffix text[hole.end:] to the budget; see the module docstring."""
+    text = snap.text
+    suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens // 4, encode)
+    prefix, prefix_ids = _fit_prefix(snap, hole.start, budget_tokens - len(suffix_ids), encode)
+    spare = budget_tokens - len(prefix_ids) - len(suffix_ids)
+    if spare > 0 and len(suffix) < len(text) - hole.end:
+        suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - len(prefix_ids), encode)
+    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths)
+    return InfillRequest(
+        prefix=prefix,
+        suffix=suffix,
+        canvas_length=canvas_length,
+        hole=hole,
+        context_ids=fmt.context(prefix_ids, suffix_ids),
+        prefix_ids=prefix_ids,
+        suffix_ids=suffix_ids,
+        max_canvases=canvases_for(hole, encode, canvas_length),
+    )
