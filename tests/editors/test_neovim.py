@@ -169,6 +169,31 @@ def test_commands_before_setup_say_so(editor):
         editor.nvim.command("DgStatus")
 
 
+def old_nvim() -> str | None:
+    """An nvim older than 0.12 on PATH (Debian's is 0.7), if there is one."""
+    for cand in (shutil.which("nvim"), "/usr/bin/nvim"):
+        if cand and Path(cand).exists() and Path(cand).resolve() != Path(NVIM or "").resolve():
+            out = subprocess.run([cand, "--version"], capture_output=True, text=True, timeout=60).stdout
+            m = re.search(r"NVIM v(\d+)\.(\d+)", out)
+            if m and (int(m[1]), int(m[2])) < (0, 12):
+                return cand
+    return None
+
+
+def test_old_neovim_gets_one_clear_error():
+    old = old_nvim()
+    if old is None:
+        pytest.skip("no Neovim older than 0.12 installed to check against (apt-get install neovim gives 0.7)")
+    proc = subprocess.run(
+        [old, "--clean", "--headless", "-c", f"set rtp^={PLUGIN}", "-c", "runtime plugin/dg.lua",
+         "-c", "lua require('dg').setup({})", "-c", "qa!"],
+        capture_output=True, text=True, timeout=60,
+    )
+    out = proc.stdout + proc.stderr
+    assert "dg.nvim needs Neovim 0.12 or newer (vim.lsp.inline_completion); this is Neovim 0." in out, out
+    assert "stack traceback" not in out and "E5108" not in out, out
+
+
 # --- plugin against the scripted server ---------------------------------------------------------------------
 
 
@@ -337,3 +362,150 @@ def test_screenshot_script_captures_ghost_text(tmp_path):
     assert re.search(r"math\.(\x1b\[[0-9;]*m)+hypot", capture)
     with Image.open(out) as img:
         assert img.size[0] > 600 and img.size[1] > 200
+
+
+# --- plugin against the real server (tiny random checkpoint) ---------------------------------------------
+# Fills are random tokens from a random model: the tests check where the text lands and how the editor
+# behaves, using the ghost text Neovim shows as the oracle for what Tab / accept-word must insert.
+
+REAL_CMD = [sys.executable, "-m", "dg_lsp"]
+REAL_READY_S = 120  # CPU model load on a busy 2-core machine
+REAL_FILL_S = 60
+# Mirrors lua/dg/text.lua first_word: Lua's %s and %w are ASCII; bytes >= 128 count as word characters.
+FIRST_WORD = re.compile(r"[ \t\n\v\f\r]*(?:[A-Za-z0-9_\u0080-\U0010ffff]+|[^A-Za-z0-9_ \t\n\v\f\r\u0080-\U0010ffff]+)?")
+SOURCE = "def add(a, b):\n    return a\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    from engine.testing import build_tiny_checkpoint
+
+    return str(build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "m"))
+
+
+def start_real(editor: Editor, model: str, **settings) -> None:
+    editor.setup(REAL_CMD, {"modelPath": model, "device": "cpu", **settings})
+    editor.open("demo.py", SOURCE)
+    editor.wait_ready(REAL_READY_S)
+
+
+def type_for_ghost(editor: Editor, keys: str = " ") -> str:
+    """At the end of `return a` (line 2) append `keys` in Insert mode and wait for ghost text."""
+    editor.nvim.command("normal! 2G$")
+    editor.nvim.input("a" + keys)
+    return wait_for(editor.ghost, REAL_FILL_S, "ghost text from the real server")
+
+
+def buffer_text(editor: Editor) -> str:
+    return "\n".join(editor.lines())
+
+
+def cursor_offset(editor: Editor) -> int:
+    row, col = editor.nvim.current.window.cursor
+    lines = [line.encode() for line in editor.lines()]
+    return sum(len(x) + 1 for x in lines[: row - 1]) + col  # byte offset; the test text is ASCII up to here
+
+
+def test_real_ghost_text_appears_and_tab_inserts_it(editor, tiny_model):
+    start_real(editor, tiny_model)
+    ghost = type_for_ghost(editor)
+    before, at = buffer_text(editor), cursor_offset(editor)
+    assert before.splitlines()[1] == "    return a "
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: buffer_text(editor) != before, 10, "the accept")
+    assert buffer_text(editor).encode() == before.encode()[:at] + ghost.encode() + before.encode()[at:]
+    assert editor.mode() == "i"
+    assert re.fullmatch(r"dg: ready \d+ms", editor.lua("return require('dg').statusline()"))
+
+
+def test_real_accept_word_inserts_exactly_one_word(editor, tiny_model):
+    start_real(editor, tiny_model)
+    ghost = type_for_ghost(editor)
+    before, at = buffer_text(editor), cursor_offset(editor)
+    editor.nvim.input("<M-Right>")
+    wait_for(lambda: buffer_text(editor) != before, 10, "the word accept")
+    after = buffer_text(editor).encode()
+    tail = len(before.encode()) - at
+    inserted = after[at: len(after) - tail].decode()
+    assert after[:at] == before.encode()[:at] and after[len(after) - tail:] == before.encode()[at:]
+    assert inserted == FIRST_WORD.match(ghost).group(0), (ghost, inserted)
+    assert inserted.strip() and not re.search(r"\s", inserted.strip()), f"more than one word: {inserted!r}"
+
+
+def test_real_rewrite_replaces_exactly_the_selected_lines_and_one_undo_restores(editor, tiny_model):
+    start_real(editor, tiny_model)
+    before = editor.lines()
+    editor.nvim.input("5GVj:DgRewrite<CR>")  # the two lines of `sub`
+    wait_for(lambda: editor.lines() != before or "not applied" in editor.messages(), REAL_FILL_S,
+             "the rewrite (or its refusal)")
+    assert "not applied" not in editor.messages(), editor.messages()
+    after = editor.lines()
+    assert after[:4] == before[:4], "lines above the selection changed"
+    assert len(after) >= 4
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == before, 5, "one undo to restore the selected lines")
+
+
+def test_real_leaving_insert_mode_cancels_the_request(editor, tiny_model):
+    start_real(editor, tiny_model, debounceMs=1500)  # keeps the request pending long enough to leave
+    editor.lua(
+        "_G.dg_test = {requests = {}, statuses = {}}\n"
+        "vim.api.nvim_create_autocmd('LspRequest', {callback = function(a)\n"
+        "  local r = a.data.request\n"
+        "  if r and r.method == 'textDocument/inlineCompletion' then\n"
+        "    table.insert(_G.dg_test.requests, {id = a.data.request_id, type = r.type})\n"
+        "  end\n"
+        "end})\n"
+        "vim.api.nvim_create_autocmd('User', {pattern = 'DgStatus', callback = function(a)\n"
+        "  table.insert(_G.dg_test.statuses, a.data)\n"
+        "end})"
+    )
+    editor.nvim.command("normal! 2G$")
+    editor.nvim.input("a ")
+
+    def events(kind):
+        return [r["id"] for r in editor.lua("return _G.dg_test.requests") if r["type"] == kind]
+
+    request_id = wait_for(lambda: events("pending"), 10, "the inline request")[0]
+    editor.nvim.input("<Esc>")
+    wait_for(lambda: request_id in events("cancel"), 5, "$/cancelRequest for it")
+    time.sleep(3.0)  # past the debounce and a tiny model's fill
+    assert editor.ghost() is None
+    assert editor.mode() == "n"
+    for status in editor.lua("return _G.dg_test.statuses"):
+        req = status.get("request") or {}
+        if req.get("id") == str(request_id):
+            assert req.get("reason") == "cancelled", status
+
+
+def test_real_drafts_render_while_the_fill_forms(editor, tiny_model):
+    start_real(editor, tiny_model, steps=8, drafts=True)
+    editor.lua(
+        "_G.dg_drafts = {}\n"
+        "local draft = require('dg.draft')\n"
+        "local draw = draft.draw\n"
+        "draft.draw = function(bufnr, row, col, text)\n"
+        "  table.insert(_G.dg_drafts, {row, col, text})\n"
+        "  return draw(bufnr, row, col, text)\n"
+        "end"
+    )
+    type_for_ghost(editor)
+    drawn = editor.lua("return _G.dg_drafts")
+    assert drawn, "no dg/draft was drawn"
+    assert all(row == 1 for row, _, _ in drawn), drawn  # at the hole, on the cursor's line
+    wait_for(lambda: not editor.lua(
+        "return #vim.api.nvim_buf_get_extmarks(0, require('dg.draft').ns, 0, -1, {}) > 0"
+    ), 5, "drafts cleared once done")
+
+
+def test_real_plugin_loads_cleanly(editor, tiny_model):
+    start_real(editor, tiny_model)
+    type_for_ghost(editor)
+    editor.nvim.input("<Esc>")
+    assert editor.nvim.vvars["errmsg"] == ""
+    messages = editor.messages()
+    assert not re.search(r"E\d+:|[Ee]rror|dg:", messages), messages
+    editor.nvim.command("checkhealth dg")
+    report = "\n".join(editor.nvim.current.buffer[:])
+    assert "ERROR" not in report and "WARNING" not in report, report
+    assert re.search(r"client \d+: ready", report), report

@@ -6,9 +6,8 @@ vim.g.loaded_dg = true
 
 local function run(name, opts)
   local dg = require("dg")
-  local ok, need = dg.supported()
-  if not ok then
-    vim.notify("dg.nvim needs " .. need, vim.log.levels.ERROR)
+  if not dg.supported() then
+    vim.notify("dg.nvim needs " .. dg.requirement, vim.log.levels.ERROR)
     return
   end
   if not dg.config then

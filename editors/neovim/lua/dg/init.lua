@@ -3,18 +3,17 @@ local M = {}
 
 local api = vim.api
 
---- Whether this Neovim can run the plugin; the reason when it cannot.
----@return boolean, string|nil
+--- Whether this Neovim can run the plugin (0.12+: vim.lsp.config and vim.lsp.inline_completion).
+---@return boolean
 function M.supported()
-  if vim.fn.has("nvim-0.11") == 0 or type(vim.lsp.config) ~= "table" then
-    return false, "Neovim 0.11 or newer (vim.lsp.config)"
+  if type(vim.lsp.config) ~= "table" or type(vim.lsp.enable) ~= "function" then
+    return false
   end
   local ok, inline = pcall(require, "vim.lsp.inline_completion")
-  if not ok or type(inline) ~= "table" or type(inline.get) ~= "function" then
-    return false, "Neovim 0.12 or newer (vim.lsp.inline_completion)"
-  end
-  return true
+  return ok and type(inline) == "table" and type(inline.get) == "function"
 end
+
+M.requirement = "Neovim 0.12 or newer (vim.lsp.inline_completion)"
 
 local function version_string()
   local v = vim.version()
@@ -81,9 +80,9 @@ end
 ---@param opts table|nil
 ---@return boolean started false when this Neovim is too old or the options were unusable
 function M.setup(opts)
-  local ok, need = M.supported()
-  if not ok then
-    vim.notify(("dg.nvim needs %s; this is Neovim %s"):format(need, version_string()), vim.log.levels.ERROR)
+  if not M.supported() then
+    local msg = ("dg.nvim needs %s; this is Neovim %s"):format(M.requirement, version_string())
+    vim.notify(msg, vim.log.levels.ERROR)
     return false
   end
   local config = require("dg.config")
