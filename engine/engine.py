@@ -106,6 +106,7 @@ class Engine:
         self._lock = threading.Lock()
         self._prefix: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
+        self.encode_chunk = 64
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
@@ -154,8 +155,15 @@ class Engine:
                               confidence_threshold=d.confidence_threshold, one_per_step=one_per_step)
 
     # -- prefix cache --------------------------------------------------------------------------------------------
-    def _encode_context(self, ids: list[int]) -> tuple[KVCache, int]:
-        """KV cache for `ids`, re-encoding only what follows the longest common prefix with a recent context."""
+    def _encode_context(self, ids: list[int], use_cache: bool = True) -> tuple[KVCache, int]:
+        """KV cache for `ids`, re-encoding only what follows the longest common prefix with a recent context.
+
+        Contexts are always encoded in chunks that start at multiples of `encode_chunk`, and reuse restarts at
+        such a boundary: every chunk then sees exactly the inputs and shapes of a cold encode, so a fill served
+        from the prefix cache is bit-identical to a cold one (not merely close). Without `use_cache` the whole
+        context is encoded in one pass, as transformers' `generate` does."""
+        if not use_cache:
+            return self.model.encode(torch.tensor([ids], dtype=torch.long, device=self.device), KVCache()), 0
         best_key, best = None, 0
         for key in self._prefix:
             n = min(len(key), len(ids))
@@ -164,12 +172,13 @@ class Engine:
                 lcp += 1
             if lcp > best:
                 best_key, best = key, lcp
-        base = self._prefix[best_key].truncated(best) if best_key is not None else KVCache()
-        if best < len(ids):
-            new = torch.tensor([ids[best:]], dtype=torch.long, device=self.device)
-            cache = self.model.encode(new, base)
-        else:
-            cache = base
+        chunk = self.encode_chunk
+        if best < len(ids) or best_key is None or len(best_key) != len(ids):
+            best -= best % chunk
+        cache = self._prefix[best_key].truncated(best) if best_key is not None and best else KVCache()
+        for start in range(best, len(ids), chunk):
+            piece = torch.tensor([ids[start:start + chunk]], dtype=torch.long, device=self.device)
+            cache = self.model.encode(piece, cache)
         key = tuple(ids)
         self._prefix[key] = cache
         self._prefix.move_to_end(key)
@@ -239,7 +248,7 @@ class Engine:
         with self._lock:
             t0 = time.perf_counter()
             gen = torch.Generator(device=self.device).manual_seed(seed)
-            cache, reused = self._encode_context(list(context_ids))
+            cache, reused = self._encode_context(list(context_ids), use_cache=not reference_compatible)
             t_enc = time.perf_counter() - t0
             out: list[int] = []
             n_steps = canvases = accepted_total = 0

@@ -1,0 +1,108 @@
+"""Engine API: streaming, cancellation between steps, prefix-cache reuse, text form, argument errors."""
+
+import threading
+
+import pytest
+
+from engine.engine import CancelToken, Engine
+
+
+@pytest.fixture(scope="module")
+def eng(tiny_mixed):
+    return Engine.from_pretrained(tiny_mixed, device="cpu", dtype="float32")
+
+
+def test_stream_yields_a_draft_per_step_then_the_result(eng):
+    ctx = eng.context_ids("def add(a, b):\n    return ", "\n")
+    drafts = list(eng.stream(ctx, canvas_length=16, steps=5, seed=3))
+    assert [d.step for d in drafts[:-1]] == list(range(1, len(drafts)))
+    final = drafts[-1]
+    assert final.done and final.result is not None
+    assert final.result.steps == len(drafts) - 1 <= 5
+    assert final.result.ids == drafts[-2].ids  # the result is the last argmax draft
+    assert final.result.text == eng.decode(final.result.ids)
+
+
+def test_same_seed_same_fill_and_prefix_cache_gives_same_fill(eng):
+    head = "".join(f"import mod{i}\n" for i in range(60))
+    ctx = eng.context_ids(head + "\ndef main():\n    ", "\n    return 0\n")
+    assert len(ctx) > 2 * eng.encode_chunk
+    eng.clear_prefix_cache()
+    cold = eng.infill(ctx, canvas_length=16, steps=6, seed=5)
+    assert cold.reused_prefix_tokens == 0
+    warm = eng.infill(ctx, canvas_length=16, steps=6, seed=5)
+    assert warm.reused_prefix_tokens == len(ctx)
+    assert warm.ids == cold.ids
+    # a keystroke at the end of the context: only the tail is re-encoded, and the fill equals a cold run
+    typed = ctx[:-1] + eng.encode("x") + ctx[-1:]
+    partial = eng.infill(typed, canvas_length=16, steps=6, seed=5)
+    # reuse restarts at a chunk boundary, so the re-encoded chunks are bit-identical to a cold encode
+    assert len(ctx) - 1 - eng.encode_chunk < partial.reused_prefix_tokens < len(typed)
+    assert partial.reused_prefix_tokens % eng.encode_chunk == 0
+    eng.clear_prefix_cache()
+    assert eng.infill(typed, canvas_length=16, steps=6, seed=5).ids == partial.ids
+
+
+def test_cancel_stops_within_one_step(eng):
+    ctx = eng.context_ids("x = ", "\n")
+    token = CancelToken()
+    seen = []
+
+    def on_step(draft):
+        seen.append(draft.step)
+        if draft.step == 2:
+            token.cancel()
+
+    res = eng.infill(ctx, canvas_length=16, steps=40, seed=0, cancel=token, on_step=on_step,
+                     entropy_bound=1e-9)  # tiny bound: no early stop
+    assert res.cancelled
+    assert res.steps == 2  # cancel raised during step 2; no further step ran
+
+
+def test_cancel_from_another_thread(eng):
+    ctx = eng.context_ids("x = ", "\n")
+    token = CancelToken()
+    started = threading.Event()
+    steps_after = []
+
+    def on_step(draft):
+        if token.cancelled:
+            steps_after.append(draft.step)
+        started.set()
+
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", eng.infill(
+        ctx, canvas_length=16, steps=200, seed=0, cancel=token, on_step=on_step, entropy_bound=1e-9)))
+    t.start()
+    assert started.wait(30)
+    token.cancel()
+    t.join(60)
+    assert out["r"].cancelled and out["r"].steps < 200
+    assert len(steps_after) <= 1
+
+
+def test_one_token_per_step_baseline_accepts_one(eng):
+    res = eng.infill(eng.context_ids("a", "b"), canvas_length=16, steps=4, seed=0, one_per_step=True)
+    assert res.tokens_accepted_per_step == 1.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(context_ids=[]), "must not be empty"),
+    (dict(context_ids=[10**9]), "context ids"),
+    (dict(context_ids=[2], steps=0), "steps"),
+    (dict(context_ids=[2], canvas_length=-1), "canvas_length"),
+    (dict(context_ids=[2], max_canvases=0), "max_canvases"),
+    (dict(context_ids=[2], entropy_bound=-1.0), "entropy_bound"),
+])
+def test_bad_arguments_are_clear_errors(eng, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        eng.infill(**kwargs)
+
+
+def test_text_round_trip_and_prompt_layout(eng):
+    text = "déjà vu 😀 日本語\n\tx = [1, 2]\n"
+    assert eng.decode(eng.encode(text)) == text
+    fmt = eng.infill_format
+    ctx = eng.context_ids("PRE", "SUF")
+    assert ctx[0] == fmt.bos_id and ctx[1] == fmt.fim_suffix_id and ctx[-1] == fmt.fim_middle_id
+    assert ctx.index(fmt.fim_prefix_id) == 2 + len(eng.encode("SUF"))
