@@ -181,6 +181,9 @@ def _block_hole(snap: Snapshot, offset: int, line_start: int, line_end: int, bla
         return None
     body_end = _block_is_empty(snap, tok, header_start, offset)
     indent = leading_ws(text[header_start:header_end]) + indent_unit(text, snap.spec.indent)
+    before = text[line_start:offset]
+    if blank and len(before) > len(indent) - len(indent_unit(text, snap.spec.indent)):
+        indent = before  # the editor already auto-indented the new line: follow it
     if body_end is None:
         return None if blank else _make(snap, "statement", offset, line_end, indent, STATEMENT_MAX_LINES)
     end = line_end if blank else offset

@@ -1,0 +1,310 @@
+"""Pure: engine fill -> trimmed, re-indented, syntax-checked text, and the LSP items/edits that carry it.
+
+`postprocess` runs small filters in order, each aimed at a known complaint about completion engines:
+1. size: at most `hole.max_lines` lines (one for a single-line hole); a block body starts on a new line;
+2. indentation: the first line continues the cursor's indentation, later lines are shifted to the hole's
+   indent when the model wrote them shallower (block bodies);
+3. scope: a line dedented below the hole's indent leaves the hole's scope -- the fill stops there;
+4. repeated suffix: trailing fill lines that repeat the lines below the hole are dropped;
+5. doubled closers: closing brackets/quotes the user already has after the cursor are not typed twice
+   (only when the fill itself has more closers than openers, so `foo(bar())` stays intact);
+6. syntax: the edited document is re-parsed (incrementally); a fill that adds tree-sitter ERROR/MISSING nodes
+   (more of them than before, or as many but one inside the fill) is shortened -- by lines, then at token
+   boundaries -- to the longest version that adds none, or dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tree_sitter
+from lsprotocol import types
+
+from dg_lsp.context import Hole, leading_ws
+from dg_lsp.documents import Encoding, Snapshot, position_at
+from dg_lsp.languages import parser
+
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_QUOTES = "\"'`"
+_TOKEN_END = re.compile(r"\w+|[^\w\s]")
+_MAX_PARSES = 48
+
+
+# ---- filters (each: str -> str) -------------------------------------------------------------------------
+
+
+def _limit_lines(hole: Hole, fill: str) -> str:
+    lines = fill.split("\n")
+    if hole.max_lines <= 1:
+        return lines[0]
+    keep = hole.max_lines + (1 if not lines[0].strip() else 0)
+    return "\n".join(lines[:keep])
+
+
+def _fix_first_line(snap: Snapshot, hole: Hole, fill: str) -> str:
+    """A block body after `{`/`:` starts on a new line; on a blank line the first line gets the hole indent."""
+    text = snap.text
+    before = text[snap.line_start(hole.start) : hole.start]
+    if hole.kind == "block_body" and before.strip() and not fill.startswith("\n") and fill.strip():
+        return "\n" + hole.indent + fill.lstrip(" \t")
+    if hole.kind in ("block_body", "statement") and not before.strip() and fill.strip():
+        first, sep, rest = fill.partition("\n")
+        if first.strip():
+            pad = hole.indent[len(before) :] if hole.indent.startswith(before) else ""
+            return pad + first.lstrip(" \t") + sep + rest
+    return fill
+
+
+def _reindent(hole: Hole, fill: str) -> str:
+    """Block body written shallower than the hole's indent (the model dropped a level): shift it."""
+    if hole.kind != "block_body":
+        return fill
+    lines = fill.split("\n")
+    body = [ln for ln in lines[1:] if ln.strip()]
+    if not body:
+        return fill
+    have = leading_ws(body[0])
+    if len(have) >= len(hole.indent) or not hole.indent.startswith(have):
+        return fill
+    pad = hole.indent[len(have) :]
+    return "\n".join([lines[0]] + [pad + ln if ln.strip() else ln for ln in lines[1:]])
+
+
+def _cut_scope_overrun(hole: Hole, fill: str) -> str:
+    if hole.kind not in ("block_body", "statement", "bracket_expr") or hole.max_lines <= 1:
+        return fill
+    lines = fill.split("\n")
+    for i in range(1, len(lines)):
+        if lines[i].strip() and len(leading_ws(lines[i])) < len(hole.indent):
+            return "\n".join(lines[:i])
+    return fill
+
+
+def _next_lines(snap: Snapshot, hole: Hole, count: int) -> list[str]:
+    """The first `count` non-blank lines after the hole's last line, stripped."""
+    text = snap.text
+    pos = text.find("\n", hole.end)
+    out: list[str] = []
+    while pos >= 0 and len(out) < count:
+        nxt = text.find("\n", pos + 1)
+        line = text[pos + 1 : len(text) if nxt < 0 else nxt].strip()
+        if line:
+            out.append(line)
+        pos = nxt
+    return out
+
+
+def _drop_repeated_suffix(snap: Snapshot, hole: Hole, fill: str) -> str:
+    if hole.max_lines <= 1 or "\n" not in fill and snap.text[snap.line_start(hole.start) : hole.start].strip():
+        return fill
+    lines = fill.split("\n")
+    below = _next_lines(snap, hole, len(lines) + 1)
+    # A fill line may repeat what follows only if it starts a line of its own (not the cursor's line tail).
+    first = 0 if not snap.text[snap.line_start(hole.start) : hole.start].strip() else 1
+    for i in range(first, len(lines)):
+        tail = [ln.strip() for ln in lines[i:] if ln.strip()]
+        if not tail or len(tail) > len(below):
+            continue
+        whole = tail == below[: len(tail)]
+        partial = tail[:-1] == below[: len(tail) - 1] and below[len(tail) - 1].startswith(tail[-1])
+        if whole or (partial and len(tail) > 1):
+            return "\n".join(lines[:i])
+    return fill
+
+
+def _excess_closers(fill: str, tail: str) -> bool:
+    """Does `fill` end with closers/quotes in `tail` that it never opened (so they duplicate the suffix)?"""
+    for ch in set(tail):
+        if ch in _CLOSERS and fill.count(ch) <= fill.count(_CLOSERS[ch]):
+            return False
+        if ch in _QUOTES and fill.count(ch) % 2 == 0:
+            return False
+    return True
+
+
+def _drop_suffix_overlap(snap: Snapshot, hole: Hole, fill: str) -> str:
+    text = snap.text
+    rest = text[hole.end : snap.line_end(hole.end)].strip()
+    if not rest or not fill.strip():
+        return fill
+    body = fill.rstrip()
+    for k in range(len(rest), 0, -1):
+        tail = rest[:k]
+        if not body.endswith(tail):
+            continue
+        brackety = any(ch in _CLOSERS or ch in _QUOTES for ch in tail)
+        if brackety and _excess_closers(body, tail) or not brackety and k == len(rest):
+            return body[: len(body) - k].rstrip(" \t")
+    return fill
+
+
+def _close_block(snap: Snapshot, hole: Hole, fill: str) -> str:
+    """`{|}` on one line: a multi-line body must end with a newline so the `}` gets its own line."""
+    text = snap.text
+    rest = text[hole.end : snap.line_end(hole.end)]
+    fill = fill.rstrip()
+    if hole.kind == "block_body" and rest.strip() and "\n" in fill:
+        header_indent = leading_ws(text[snap.line_start(hole.start) : hole.start])
+        return fill + "\n" + header_indent
+    return fill
+
+
+# ---- syntax check ------------------------------------------------------------------------------------------
+
+
+def error_starts(tree: tree_sitter.Tree) -> list[int]:
+    """Start bytes of the ERROR and MISSING nodes (descending only into subtrees that contain one)."""
+    out, stack = [], [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            out.append(node.start_byte)
+        stack.extend(c for c in node.children if c.has_error)
+    return out
+
+
+def count_errors(tree: tree_sitter.Tree) -> int:
+    return len(error_starts(tree))
+
+
+class _Checker:
+    """Parses `text[:start] + fill + text[end:]` incrementally from the snapshot's tree."""
+
+    def __init__(self, snap: Snapshot, hole: Hole) -> None:
+        self.snap, self.hole = snap, hole
+        self.parser = parser(snap.language) if snap.language else None
+        self.base = count_errors(snap.tree) if snap.tree is not None else 0
+        self.head = snap.data[: snap.byte_offset(hole.start)]
+        self.tail = snap.data[snap.byte_offset(hole.end) :]
+        self.parses = 0
+
+    def adds_errors(self, fill: str) -> bool:
+        self.parses += 1
+        data = fill.encode("utf-8", "surrogatepass")
+        sb, old_end = len(self.head), len(self.snap.data) - len(self.tail)
+        row = self.snap.text.count("\n", 0, self.hole.start)
+        col = len(self.head) - (self.head.rfind(b"\n") + 1)
+        old_rows = self.snap.text.count("\n", self.hole.start, self.hole.end)
+        old_col = old_end - (self.snap.data.rfind(b"\n", 0, old_end) + 1)
+        nl = data.rfind(b"\n")
+        new_point = (row + data.count(b"\n"), col + len(data) if nl < 0 else len(data) - nl - 1)
+        tree = self.snap.tree.copy()
+        tree.edit(sb, old_end, sb + len(data), (row, col), (row + old_rows, old_col), new_point)
+        errors = error_starts(self.parser.parse(self.head + data + self.tail, tree))
+        if len(errors) != self.base:
+            return len(errors) > self.base
+        # As many errors as before: fine unless one of them sits in the fill (it fixed one, broke another).
+        return any(sb <= e <= sb + len(data) for e in errors)
+
+
+def _validate(snap: Snapshot, hole: Hole, fill: str) -> str | None:
+    if snap.tree is None or not snap.language:
+        return fill
+    check = _Checker(snap, hole)
+    if check.parser is None or not check.adds_errors(fill):
+        return fill
+    lines = fill.split("\n")
+    best = ""
+    for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
+        cand = "\n".join(lines[:n]).rstrip()
+        if check.parses >= _MAX_PARSES:
+            break
+        if cand.strip() and not check.adds_errors(cand):
+            best = cand
+            break
+    # then the next line cut at token boundaries, longest first
+    n_kept = best.count("\n") + 1 if best else 0
+    if n_kept < len(lines):
+        head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
+        ends = [m.end() for m in _TOKEN_END.finditer(lines[n_kept])]
+        for e in reversed(ends[:-1]):  # the whole line already failed (as part of a longer candidate)
+            if check.parses >= _MAX_PARSES:
+                break
+            cand = (head + lines[n_kept][:e]).rstrip()
+            if len(cand) > len(best) and cand.strip() and not check.adds_errors(cand):
+                best = cand
+                break
+    return best or None
+
+
+def postprocess(snap: Snapshot, hole: Hole, fill: str) -> str | None:
+    """Engine text -> the text to put in the hole, or None when nothing usable is left."""
+    if not fill or not fill.strip():
+        return None
+    fill = fill.replace("\r\n", "\n")
+    fill = _limit_lines(hole, fill)
+    fill = _fix_first_line(snap, hole, fill)
+    fill = _reindent(hole, fill)
+    fill = _cut_scope_overrun(hole, fill)
+    fill = _drop_repeated_suffix(snap, hole, fill)
+    fill = _drop_suffix_overlap(snap, hole, fill)
+    fill = _close_block(snap, hole, fill)
+    if not fill.strip():
+        return None
+    fill = _validate(snap, hole, fill)
+    if fill is not None and "\r\n" in snap.text:
+        fill = fill.replace("\n", "\r\n")
+    return fill if fill and fill.strip() else None
+
+
+# ---- LSP converters ----------------------------------------------------------------------------------------
+
+
+def to_lsp_range(text: str, start: int, end: int, encoding: Encoding) -> types.Range:
+    return types.Range(
+        start=types.Position(*position_at(text, start, encoding)),
+        end=types.Position(*position_at(text, end, encoding)),
+    )
+
+
+def _cursor_line_span(snap: Snapshot, hole: Hole, cursor: int) -> tuple[int, int]:
+    """The part of the hole an item may replace: cursor .. end of the replaced text on the cursor's line.
+
+    Ranges of inline/completion items must stay on one line. When the hole goes on past the cursor's line, the
+    item may only replace through the line end if everything beyond is whitespace; otherwise it inserts at
+    the cursor, so no text the user did not ask to change is ever deleted.
+    """
+    text = snap.text
+    if hole.start != cursor or hole.end <= cursor:
+        return cursor, cursor
+    line_end = snap.line_end(cursor)
+    if hole.end <= line_end:
+        return cursor, hole.end
+    if text[line_end : hole.end].strip() == "":
+        return cursor, line_end
+    return cursor, cursor
+
+
+def lsp_inline_item(
+    snap: Snapshot, hole: Hole, cursor_offset: int, fill: str, encoding: Encoding
+) -> types.InlineCompletionItem | None:
+    if not fill:
+        return None
+    start, end = _cursor_line_span(snap, hole, cursor_offset)
+    return types.InlineCompletionItem(insert_text=fill, range=to_lsp_range(snap.text, start, end, encoding))
+
+
+def lsp_completion_item(
+    snap: Snapshot, hole: Hole, cursor_offset: int, fill: str, encoding: Encoding
+) -> types.CompletionItem | None:
+    """Fallback for clients without inline completion: one item whose textEdit carries the whole fill."""
+    if not fill or not fill.strip():
+        return None
+    start, end = _cursor_line_span(snap, hole, cursor_offset)
+    first = next(ln.strip() for ln in fill.split("\n") if ln.strip())
+    label = first if len(first) <= 60 else first[:57] + "..."
+    return types.CompletionItem(
+        label=label,
+        kind=types.CompletionItemKind.Snippet,
+        detail="dg-lsp",
+        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{fill}\n```"),
+        text_edit=types.TextEdit(range=to_lsp_range(snap.text, start, end, encoding), new_text=fill),
+        insert_text_format=types.InsertTextFormat.PlainText,
+        sort_text="0",
+        preselect=True,
+    )
+
+
+def lsp_text_edit(snap: Snapshot, hole: Hole, fill: str, encoding: Encoding) -> types.TextEdit:
+    """The edit that replaces the whole hole (any number of lines) with the fill, for workspace/applyEdit."""
+    return types.TextEdit(range=to_lsp_range(snap.text, hole.start, hole.end, encoding), new_text=fill)

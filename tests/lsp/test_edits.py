@@ -1,0 +1,170 @@
+"""Edits: postprocess golden cases (doubled closers, repeated suffix, scope, syntax) and LSP converters."""
+
+from __future__ import annotations
+
+import pytest
+
+from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
+from dg_lsp.documents import Document, Snapshot
+from dg_lsp.edits import (
+    count_errors,
+    lsp_completion_item,
+    lsp_inline_item,
+    lsp_text_edit,
+    postprocess,
+    to_lsp_range,
+)
+
+
+def at(language_id: str, marked: str) -> tuple[Snapshot, Hole, int]:
+    cursor = marked.index("|")
+    text = marked[:cursor] + marked[cursor + 1 :]
+    snap = Document("file:///t", language_id, 1, text).snapshot()
+    return snap, hole_at_cursor(snap, cursor), cursor
+
+
+def apply(snap: Snapshot, hole: Hole, fill: str) -> str:
+    return snap.text[: hole.start] + fill + snap.text[hole.end :]
+
+
+POST = [
+    # (language, marked source, raw fill, expected fill or None)
+    # doubled closers
+    ("python", "foo(|)\n", "a, b)", "a, b"),
+    ("python", "foo(|)\n", "bar())", "bar()"),
+    ("python", "foo(|)\n", "bar()", "bar()"),
+    ("python", 'print("|")\n', 'hello")', "hello"),
+    ("javascript", "foo(|);\n", "a, b);", "a, b"),
+    ("rust", "fn main() {\n    v.push(|);\n}\n", "1);", "1"),
+    ("python", "x = 1|  # note\n", " + 2  # note", " + 2"),
+    # one line for single-line holes
+    ("python", "x = foo(a)|\n", " + 1\ny = 2\n", " + 1"),
+    ("python", "x = foo(a)|\n", "\ny = 2\n", None),
+    ("python", "foo(|)\n", "a,\n    b)", "a,"),
+    # repeated suffix lines
+    ("python", "def f(x):\n    |\n    return y\n", "y = x * 2\n    return y\n", "y = x * 2"),
+    ("python", "def f(x):\n    |\n    return y\n", "return y", None),
+    ("javascript", "function f() {\n  |\n}\n", "return 1;\n}\n", "return 1;"),
+    ("go", "package main\n\nfunc f() int {\n\t|\n}\n", "return 1\n}", "return 1"),
+    # scope overrun and re-indentation of block bodies
+    ("python", "def f(x):|\n", "\n    return x\n\nprint(2)\n", "\n    return x"),
+    ("python", "def f(x):|\n", "\nreturn x\n", "\n    return x"),
+    ("python", "class A:\n    def m(self):|\n", "\n    return 1", "\n        return 1"),
+    ("javascript", "function f() {|\n}\n", "return 1;", "\n    return 1;"),  # no indented line: 4
+    ("javascript", "if (a) {\n  b();\n}\nfunction f() {|}\n", "\n  return 1;\n}", "\n  return 1;\n"),
+    ("python", "def f(x):\n    |\n", "    return x", "return x"),
+    ("python", "def f(x):\n|\n", "return x", "    return x"),
+    # syntax: shortened to the longest version that adds no errors, or dropped
+    ("python", "x = |\n", "compute(1, 2)\n)(\n", "compute(1, 2)"),
+    ("python", "x = |\n", "compute(1, 2)\ny = )(\n", "compute(1, 2)\ny"),  # cut at a token boundary
+    ("python", "foo(|)\n", "]]]", None),
+    ("python", "foo(|)\n", "a, b ]", "a, b"),
+    ("javascript", "let y = |\n", "[1, 2, 3];\n(;", "[1, 2, 3];"),
+    ("go", "package main\n\nfunc main() {\n\tx := |\n}\n", "foo(1,", "foo"),
+    # empty
+    ("python", "foo(|)\n", "", None),
+    ("python", "foo(|)\n", "  \n ", None),
+    # non-ASCII before the hole (byte offsets for the incremental re-parse)
+    ("python", 's = "😀日本"\nfoo(|)\n', "é, '😀')", "é, '😀'"),
+    ("python", 's = "😀日本"\nfoo(|)\n', "a, ]]", "a,"),
+]
+
+
+@pytest.mark.parametrize("language_id,marked,raw,expected", POST)
+def test_postprocess(language_id, marked, raw, expected):
+    snap, hole, _ = at(language_id, marked)
+    out = postprocess(snap, hole, raw)
+    assert out == expected
+    if out is not None and snap.tree is not None:
+        edited = Document("file:///t", language_id, 2, apply(snap, hole, out)).snapshot()
+        assert count_errors(edited.tree) <= count_errors(snap.tree)
+
+
+def test_postprocess_block_body_result_is_clean_code():
+    snap, hole, _ = at("javascript", "if (a) {\n  b();\n}\nfunction f(a) {|}\n")
+    out = postprocess(snap, hole, "\n  return a + 1;\n}\n")
+    assert apply(snap, hole, out).endswith("function f(a) {\n  return a + 1;\n}\n")
+
+
+def test_postprocess_max_lines():
+    snap, hole, _ = at("python", "def f(x):|\n")
+    raw = "\n" + "".join(f"    x{i} = {i}\n" for i in range(100))
+    out = postprocess(snap, hole, raw)
+    assert out.count("\n") == hole.max_lines
+
+
+def test_postprocess_crlf_document():
+    snap, hole, _ = at("python", "def f(x):\r\n    |\r\n")
+    assert postprocess(snap, hole, "y = 1\r\n    return y") == "y = 1\r\n    return y"
+
+
+def test_postprocess_without_grammar_skips_parsing():
+    snap, hole, _ = at("plaintext", "hello |\n")
+    assert postprocess(snap, hole, "world ]]\nmore") == "world ]]"
+
+
+def test_count_errors():
+    assert count_errors(Document("u", "python", 1, "x = 1\n").snapshot().tree) == 0
+    assert count_errors(Document("u", "python", 1, "x = (\n").snapshot().tree) >= 1
+    assert count_errors(Document("u", "go", 1, "package main\nfunc f() {\n\tx := \n}\n").snapshot().tree) == 1
+
+
+# ---- LSP converters ----
+
+
+@pytest.mark.parametrize("encoding,cols", [("utf-8", (4, 9)), ("utf-16", (2, 5)), ("utf-32", (1, 4))])
+def test_to_lsp_range_non_ascii(encoding, cols):
+    text = "x\n😀日ab\n"
+    r = to_lsp_range(text, 3, 6, encoding)  # from after 😀 to the end of the line
+    assert (r.start.line, r.start.character, r.end.line, r.end.character) == (1, cols[0], 1, cols[1])
+
+
+def single_line(r) -> bool:
+    return r.start.line == r.end.line
+
+
+def test_inline_item_insert_at_cursor():
+    snap, hole, cursor = at("python", "x = foo(|)\n")
+    item = lsp_inline_item(snap, hole, cursor, "a, b", "utf-16")
+    assert item.insert_text == "a, b"
+    assert (item.range.start.line, item.range.start.character) == (0, 8)
+    assert item.range.end == item.range.start
+
+
+def test_inline_item_multiline_hole_stays_on_one_line():
+    snap, hole, cursor = at("javascript", "function f() {\n  |   \n\n\n}\n")
+    assert hole.kind == "block_body" and hole.replaced == "   \n\n"
+    item = lsp_inline_item(snap, hole, cursor, "return 1;", "utf-16")
+    assert single_line(item.range)
+    assert (item.range.start.character, item.range.end.character) == (2, 5)  # the trailing spaces only
+
+
+def test_inline_item_never_deletes_code_beyond_the_line():
+    snap = Document("file:///t", "python", 1, "a = 1\nb = 2\n").snapshot()
+    hole = Hole("statement", 3, 11, "", 8, snap.text[3:11])  # replaced text goes on into code on line 2
+    item = lsp_inline_item(snap, hole, 3, "fill", "utf-16")
+    assert item.range.start == item.range.end  # insert at the cursor instead
+
+
+def test_inline_item_non_ascii_columns():
+    snap, hole, cursor = at("python", 's = "😀"; foo(|)\n')
+    item = lsp_inline_item(snap, hole, cursor, "x", "utf-16")
+    assert item.range.start.character == len('s = "😀"; foo('.encode("utf-16-le")) // 2
+
+
+def test_completion_item():
+    snap, hole, cursor = at("python", "def f(x):|\n")
+    item = lsp_completion_item(snap, hole, cursor, "\n    return x", "utf-16")
+    assert item.label == "return x"
+    assert item.text_edit.new_text == "\n    return x" and single_line(item.text_edit.range)
+    assert lsp_completion_item(snap, hole, cursor, "", "utf-16") is None
+
+
+def test_text_edit_spans_the_hole():
+    text = "def f(a, b):\n    total = a + b\n    return total\n"
+    snap = Document("file:///t", "python", 1, text).snapshot()
+    hole = hole_for_selection(snap, text.index("total"), text.index("return total") + 12, widen=True)
+    edit = lsp_text_edit(snap, hole, "return a + b", "utf-16")
+    r = edit.range
+    assert (r.start.line, r.start.character, r.end.line, r.end.character) == (1, 4, 2, 16)
+    assert edit.new_text == "return a + b"
