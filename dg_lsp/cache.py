@@ -51,9 +51,9 @@ class LRU(Generic[V]):
 
 
 def fill_key(context_ids: list[int], canvas_length: int, steps: int | None, entropy_bound: float | None,
-             seed: int) -> tuple:
+             seed: int, max_canvases: int = 1) -> tuple:
     """The LRU key: every engine input that changes its output (for one loaded checkpoint)."""
-    return (tuple(context_ids), canvas_length, steps, entropy_bound, seed)
+    return (tuple(context_ids), canvas_length, max_canvases, steps, entropy_bound, seed)
 
 
 @dataclass(frozen=True)

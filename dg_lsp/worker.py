@@ -9,6 +9,7 @@ denoising steps, so a cancelled job stops within one step and frees the thread f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -75,6 +76,7 @@ class EngineJob:
     canvas_length: int
     steps: int | None
     entropy_bound: float | None
+    max_canvases: int = 1
     seed: int = SEED
     on_step: Callable[[Any], None] | None = field(default=None, compare=False)
 
@@ -162,11 +164,14 @@ class Worker:
         engine = self.engine
         if engine is None:
             raise RuntimeError("the model is not loaded")
-        loop = asyncio.get_running_loop()
+        fut = asyncio.wrap_future(self._executor.submit(_run, engine, ticket, job))
         try:
-            return await loop.run_in_executor(self._executor, _run, engine, ticket, job)
+            return await asyncio.shield(fut)
         except asyncio.CancelledError:
             ticket.cancel("request cancelled")
+            # The engine stops within one step; wait for it so the ticket's figures are final when reported.
+            with contextlib.suppress(Exception):
+                await fut
             raise
 
     def shutdown(self) -> None:
@@ -187,5 +192,5 @@ def _run(engine: Any, ticket: Ticket, job: EngineJob) -> Any:
 
     assert threading.current_thread() is not threading.main_thread()
     return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
-                         entropy_bound=job.entropy_bound, max_canvases=1, seed=job.seed,
+                         entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
                          cancel=ticket.token, on_step=on_step)

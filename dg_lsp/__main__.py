@@ -1,0 +1,83 @@
+"""The `dg-lsp` command: serve LSP on stdio (default) or TCP, print the version, or check the model.
+
+stdout belongs to the LSP stream, so every log line goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    try:
+        n = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT, got {value!r}") from None
+    if not 0 < n < 65536:
+        raise argparse.ArgumentTypeError(f"port out of range: {n}")
+    return host or "127.0.0.1", n
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="dg-lsp", description="Language server that fills code holes with a "
+                                "text-diffusion LLM. With no arguments it serves LSP on stdio.")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", type=_host_port,
+                   help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1)")
+    p.add_argument("--model", metavar="PATH", default=None,
+                   help="checkpoint used while the client's modelPath is null (default: the shipped model)")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--check", action="store_true",
+                   help="load the model, fill one canvas, print JSON, exit 0/1")
+    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="stderr log level (default WARNING)")
+    return p.parse_args(argv)
+
+
+def check(model: str | None) -> int:
+    """Load the model and fill one canvas; one JSON object on stdout."""
+    out: dict = {"ok": False, "model": model or "default"}
+    try:
+        from engine.engine import Engine
+
+        t0 = time.perf_counter()
+        eng = Engine.from_pretrained(model)
+        out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
+                   load_ms=round((time.perf_counter() - t0) * 1e3, 1))
+        length = min(eng.infill_format.canvas_lengths)
+        res = eng.infill_text("def add(a, b):\n    return ", "\n", canvas_length=length)
+        fill_ms = round(res.timings.get("total_ms", 0.0), 1)
+        out.update(ok=True, fill=res.text, steps=res.steps, fill_ms=fill_ms)
+    except Exception as exc:  # report any failure as JSON: this is a diagnostic command
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(out))
+    return 0 if out["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # pygls logs every message body at INFO; keep that for DEBUG only.
+    logging.getLogger("pygls").setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.WARNING)
+    from dg_lsp.server import build_server, server_version
+
+    if args.version:
+        print(f"dg-lsp {server_version()}")
+        return 0
+    if args.check:
+        return check(args.model)
+    server = build_server(default_model=args.model)
+    if args.tcp:
+        server.start_tcp(*args.tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,509 @@
+"""The LSP edge: thin handlers that run snapshot -> context -> canvas -> engine -> edits.
+
+State (documents, settings, caches) changes only on the event loop. Engine work goes to `Worker`'s thread
+against an immutable `Snapshot`; before anything is returned or applied, the document's version is checked
+again and a result for an older version is dropped. docs/PROTOCOL.md is the contract this file implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import importlib.metadata
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types as T
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from dg_lsp.cache import LRU, Shown, fill_key, typed_ahead
+from dg_lsp.canvas import build_request
+from dg_lsp.config import Settings, parse_settings
+from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
+from dg_lsp.documents import DocumentStore, Snapshot, offset_at, position_at
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.protocol import DgProtocol
+from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
+
+log = logging.getLogger(__name__)
+
+
+def server_version() -> str:
+    try:
+        return importlib.metadata.version("dg-lsp")
+    except importlib.metadata.PackageNotFoundError:  # running from a checkout that was not pip-installed
+        return "0.1.0+checkout"
+
+
+FILL_HOLE = "dg.fillHole"
+REWRITE_SELECTION = "dg.rewriteSelection"
+STATUS = "dg/status"
+DRAFT = "dg/draft"
+
+
+@dataclass
+class Outcome:
+    """What one pass through the pipeline produced: a fill, or the reason there is none, and its figures."""
+
+    fill: str | None
+    reason: str | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class DgServer(LanguageServer):
+    def __init__(self, engine_factory: Callable[[Settings], Any] = load_engine,
+                 token_factory: Callable[[], Any] = new_cancel_token,
+                 default_model: str | None = None) -> None:
+        super().__init__("dg-lsp", server_version(), protocol_cls=DgProtocol,
+                         text_document_sync_kind=T.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.default_model = default_model  # `--model`: used while the client's modelPath is null
+        self.store = DocumentStore()
+        self.worker = Worker(engine_factory, token_factory)
+        self.fills: LRU[str] = LRU(256)
+        self.shown: dict[str, Shown] = {}
+        self.last_latency_ms: float | None = None
+        self._ids = itertools.count(1)
+        self._load_task: asyncio.Task | None = None
+
+    # -- small helpers (all on the loop) -----------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        enc = getattr(self.protocol, "server_capabilities", None)
+        enc = enc.position_encoding if enc is not None else None
+        return str(getattr(enc, "value", enc) or "utf-16")
+
+    def request_id(self) -> str:
+        """The JSON-RPC id of the request being handled (pygls keeps it in a context variable)."""
+        msg_id = self.protocol.msg_id
+        return str(msg_id) if msg_id is not None else f"dg-{next(self._ids)}"
+
+    def doc_version(self, uri: str) -> int | None:
+        doc = self.store.get(uri)
+        return None if doc is None else doc.version
+
+    def offset(self, snap: Snapshot, pos: T.Position) -> int | None:
+        """Offset of `pos`, or None when its line is past the last one (a character past a line's end means
+        the line's end, as LSP says)."""
+        off = offset_at(snap.text, pos.line, pos.character, self.encoding)
+        if off == len(snap.text) and position_at(snap.text, off, self.encoding)[0] < pos.line:
+            return None
+        return off
+
+    def state(self) -> str:
+        if not self.settings.enabled:
+            return "disabled"
+        return self.worker.state
+
+    def send_status(self, state: str | None = None, message: str = "", request: dict | None = None) -> None:
+        body: dict[str, Any] = {"state": state or self.state(), "message": message,
+                                "model": self.worker.model_name, "lastLatencyMs": self.last_latency_ms}
+        if request is not None:
+            body["request"] = request
+        self.protocol.notify(STATUS, body)
+
+    def warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=message))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(self.protocol, DgProtocol) and self.protocol.send_parse_error(error):
+            return
+        super().report_server_error(error, source)
+
+    def on_cancel_request(self, request_id: str) -> None:
+        if self.worker.cancel_request(request_id):
+            log.info("request %s cancelled: engine job cancelled", request_id)
+
+    # -- settings and model ------------------------------------------------------------------------------
+
+    def apply_settings(self, raw: Any) -> None:
+        new, errors = parse_settings(raw, self.settings)
+        for e in errors:
+            self.warn(e)
+        old, self.settings = self.settings, new
+        if self._load_task is not None and new.engine_key() != old.engine_key():
+            self.start_loading()
+        elif new.enabled != old.enabled:
+            self.send_status()
+
+    def start_loading(self) -> None:
+        self.fills.clear()
+        self.shown.clear()
+        self._load_task = asyncio.ensure_future(self._load())
+
+    async def _load(self) -> None:
+        token = f"dg-lsp/load/{next(self._ids)}"
+        caps = self.client_capabilities.window
+        progress = bool(caps and caps.work_done_progress)
+        if progress:
+            try:
+                await self.work_done_progress.create_async(token)
+            except Exception:  # the client refused: load without a progress bar
+                progress = False
+        settings = self.settings
+        if settings.model_path is None and self.default_model is not None:
+            settings = dataclasses.replace(settings, model_path=self.default_model)
+        where = settings.model_path or "the default model"
+        if progress:
+            self.work_done_progress.begin(token, T.WorkDoneProgressBegin(
+                title="dg-lsp: loading model", message=where, cancellable=False))
+        self.send_status("loading", f"loading {where}")
+        await self.worker.load(settings)
+        if progress:
+            self.work_done_progress.end(token, T.WorkDoneProgressEnd(message=self.worker.state))
+        if self.worker.state == "error":
+            msg = f"dg-lsp: could not load {where}: {self.worker.error}"
+            self.window_show_message(T.ShowMessageParams(type=T.MessageType.Error, message=msg))
+            self.send_status("error", msg)
+        elif self.worker.state == "ready":
+            self.send_status("ready", f"model {self.worker.model_name} ready")
+
+    # -- the pipeline ------------------------------------------------------------------------------------
+
+    def cache_key(self, req: Any) -> tuple:
+        s = self.settings
+        key = fill_key(req.context_ids, req.canvas_length, s.steps, s.entropy_bound, SEED, req.max_canvases)
+        return (self.worker.generation, key)
+
+    def not_ready(self) -> str | None:
+        if self.worker.state != "ready" or self.worker.engine is None:
+            return f"model not ready ({self.worker.state})"
+        return None
+
+    async def fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
+                   progress_token: T.ProgressToken | None = None) -> Outcome:
+        """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after."""
+        t0 = time.perf_counter()
+        s, engine = self.settings, self.worker.engine
+        req = build_request(snap, hole, engine.encode, engine.infill_format, s.context_tokens)
+        key = self.cache_key(req)
+        stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,
+                                 "steps": 0, "cancelled": False, "stepsAfterCancel": None,
+                                 "reusedPrefixTokens": 0, "engineMs": 0.0,
+                                 "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length}
+        reason = None
+        raw = self.fills.get(key)
+        if raw is not None:
+            stats["cached"] = "lru"
+        else:
+            raw, reason = await self._run_engine(snap, hole, req, request_id, kind, progress_token, stats)
+        fill = None
+        if self.doc_version(snap.uri) != snap.version:  # also explains a cancel caused by a keystroke
+            reason = "document changed"
+        if reason is None:
+            fill = postprocess(snap, hole, raw)
+            if not fill:
+                fill, reason = None, "empty fill"
+        total = (time.perf_counter() - t0) * 1e3
+        stats["totalMs"] = round(total, 3)
+        stats["serverMs"] = round(total - stats["engineMs"], 3)
+        stats["reason"] = reason
+        self.last_latency_ms = round(total, 1)
+        log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
+        self.send_status(request=stats)
+        return Outcome(fill, reason, stats)
+
+    async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, request_id: str, kind: str,
+                          progress_token: T.ProgressToken | None, stats: dict) -> tuple[str, str | None]:
+        s = self.settings
+        ticket = self.worker.ticket(snap.uri, request_id, kind)
+        on_step = self._step_listener(snap, hole, request_id, progress_token)
+        job = EngineJob(list(req.context_ids), req.canvas_length, s.steps, s.entropy_bound, req.max_canvases,
+                        on_step=on_step)
+        self.send_status("busy")
+        res = None
+        try:
+            res = await self.worker.infill(ticket, job)
+        finally:
+            self.worker.release(ticket)
+            stats["steps"] = ticket.steps_done
+            stats["cancelled"] = ticket.steps_at_cancel is not None
+            stats["stepsAfterCancel"] = ticket.steps_after_cancel
+            if res is not None:
+                stats["steps"] = res.steps
+                stats["reusedPrefixTokens"] = res.reused_prefix_tokens
+                stats["engineMs"] = round(float(res.timings.get("total_ms", 0.0)), 3)
+            if ticket.steps_at_cancel is not None:
+                log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
+                         request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)
+                self.send_status(request=dict(stats, reason="cancelled"))
+        if res is None or res.cancelled:
+            return "", "cancelled"
+        self.fills.put(self.cache_key(req), res.text)
+        if self.settings.drafts:
+            body = self._draft_body(snap, hole, request_id, res.steps, res.steps, res.text, True)
+            self.protocol.notify(DRAFT, body)
+        return res.text, None
+
+    def _step_listener(self, snap, hole, request_id, progress_token):
+        """A callback for the engine thread that forwards each step as dg/draft and/or $/progress."""
+        drafts = self.settings.drafts
+        if not drafts and progress_token is None:
+            return None
+        loop = asyncio.get_running_loop()
+        notify = self.protocol.notify
+        make_body = functools.partial(self._draft_body, snap, hole, request_id)
+
+        def on_step(draft: Any) -> None:  # engine thread: only hands messages to the loop
+            if drafts:
+                body = make_body(draft.step, draft.steps, draft.text, False)
+                loop.call_soon_threadsafe(notify, DRAFT, body)
+            if progress_token is not None:
+                pct = min(100, int(100 * draft.step / max(draft.steps, 1)))
+                report = T.WorkDoneProgressReport(message=f"step {draft.step}/{draft.steps}", percentage=pct)
+                loop.call_soon_threadsafe(self.work_done_progress.report, progress_token, report)
+
+        return on_step
+
+    def _draft_body(self, snap: Snapshot, hole: Hole, request_id: str, step: int, steps: int, text: str,
+                    done: bool) -> dict[str, Any]:
+        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding)
+        return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step,
+                "steps": steps, "text": text, "range": rng, "done": done}
+
+    # -- requests ----------------------------------------------------------------------------------------
+
+    def usable(self, uri: str) -> Snapshot | None:
+        """The snapshot to answer an inline/completion request from, or None (an empty answer)."""
+        snap = self.store.snapshot(uri)
+        if snap is None or not self.settings.language_enabled(snap.language_id):
+            return None
+        if (why := self.not_ready()) is not None:
+            self.send_status(message=why)
+            return None
+        return snap
+
+    async def inline(self, params: T.InlineCompletionParams) -> T.InlineCompletionList | None:
+        uri = params.text_document.uri
+        snap = self.usable(uri)
+        cursor = None if snap is None else self.offset(snap, params.position)
+        if snap is None or cursor is None:
+            return None
+        if (shown := self.shown.get(uri)) is not None:
+            rest = typed_ahead(shown, snap.text, cursor)
+            if rest is not None:
+                return self._typed_ahead_item(snap, shown, cursor, rest)
+        if not await self.worker.debounce(uri, self.settings.debounce_ms):
+            return None  # a newer request for this document arrived: it answers instead
+        if self.doc_version(uri) != snap.version or self.not_ready():
+            return None
+        hole = hole_at_cursor(snap, cursor)
+        out = await self.fill(snap, hole, self.request_id(), "inline")
+        if out.fill is None:
+            return None
+        item = lsp_inline_item(snap, hole, cursor, out.fill, self.encoding)
+        if item is None:
+            return None
+        end = self.offset(snap, item.range.end) if item.range is not None else cursor
+        if isinstance(item.insert_text, str) and end is not None:
+            self.shown[uri] = Shown(snap.text, cursor, item.insert_text, end)
+        return T.InlineCompletionList(items=[item])
+
+    def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str):
+        """The remainder of the fill already shown: no engine call, no debounce."""
+        self.send_status(request={"id": self.request_id(), "uri": snap.uri, "version": snap.version,
+                                  "cached": "typed-ahead", "steps": 0, "engineMs": 0.0})
+        if not rest:
+            return None
+        end = shown.end + (cursor - shown.cursor)
+        start_pos = T.Position(*position_at(snap.text, cursor, self.encoding))
+        end_pos = T.Position(*position_at(snap.text, end, self.encoding))
+        item = T.InlineCompletionItem(insert_text=rest, range=T.Range(start_pos, end_pos))
+        return T.InlineCompletionList(items=[item])
+
+    async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:
+        snap = self.usable(params.text_document.uri)
+        cursor = None if snap is None else self.offset(snap, params.position)
+        if snap is None or cursor is None:
+            return None
+        hole = hole_at_cursor(snap, cursor)
+        out = await self.fill(snap, hole, self.request_id(), "inline")
+        if out.fill is None:
+            return None
+        item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
+        return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+
+    def code_actions(self, params: T.CodeActionParams) -> list[T.Command]:
+        uri = params.text_document.uri
+        if self.store.snapshot(uri) is None:
+            return []
+        doc = {"uri": uri}
+        rng = params.range
+        actions = [T.Command(title="Fill hole", command=FILL_HOLE,
+                             arguments=[{"textDocument": doc, "position": rng.start}])]
+        if rng.start != rng.end:
+            actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
+                                     arguments=[{"textDocument": doc, "range": rng, "widen": False}]))
+        return actions
+
+    async def run_command(self, params: T.ExecuteCommandParams) -> dict[str, Any]:
+        """dg.fillHole / dg.rewriteSelection: one fill, then exactly one workspace/applyEdit, or nothing."""
+        t0 = time.perf_counter()
+        rewrite = params.command == REWRITE_SELECTION
+        arg = parse_command_args(params.command, params.arguments)
+
+        def done(applied: bool, reason: str | None) -> dict[str, Any]:
+            ms = round((time.perf_counter() - t0) * 1e3, 1)
+            return {"applied": applied, "reason": reason, "latencyMs": ms}
+
+        uri = arg["uri"]
+        snap = self.store.snapshot(uri)
+        if snap is None:
+            return done(False, f"unknown document {uri}")
+        if rewrite:
+            start, end = self.offset(snap, arg["start"]), self.offset(snap, arg["end"])
+            if start is None or end is None or end < start:
+                raise JsonRpcInvalidParams(f"{params.command}: range is outside the document")
+        else:
+            start = end = self.offset(snap, arg["position"])
+            if start is None:
+                raise JsonRpcInvalidParams(f"{params.command}: position is outside the document")
+        if (why := self.not_ready()) is not None:
+            self.send_status(message=why)
+            return done(False, why)
+        hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
+        token = params.work_done_token
+        if token is not None:
+            title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
+            self.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
+            self._cancel_on_progress_cancel(token)
+        try:
+            out = await self.fill(snap, hole, self.request_id(), "command", token)
+        finally:
+            if token is not None:
+                self.work_done_progress.end(token, T.WorkDoneProgressEnd())
+        if out.fill is None:
+            return done(False, out.reason)
+        edit = lsp_text_edit(snap, hole, out.fill, self.encoding)
+        # Checked with no await before the send, so no didChange can slip in between.
+        if self.doc_version(uri) != snap.version:
+            return done(False, "document changed")
+        versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
+        doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
+        label = "dg: rewrite selection" if rewrite else "dg: fill hole"
+        res = await self.workspace_apply_edit_async(
+            T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
+        if not res.applied:
+            return done(False, res.failure_reason or "the client did not apply the edit")
+        return done(True, None)
+
+    def _cancel_on_progress_cancel(self, token: T.ProgressToken) -> None:
+        """window/workDoneProgress/cancel cancels the future pygls keeps for the token; cancel our job too."""
+        fut = self.work_done_progress.tokens.get(token)
+        request_id = self.request_id()
+        if fut is not None:
+            fut.add_done_callback(
+                lambda f: f.cancelled() and self.worker.cancel_request(request_id, "progress cancelled"))
+
+
+def _nat(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, Any]:
+    """Validate the one argument object of dg.fillHole / dg.rewriteSelection (docs/PROTOCOL.md)."""
+
+    def bad(what: str) -> JsonRpcInvalidParams:
+        return JsonRpcInvalidParams(f"{command}: {what}")
+
+    if not arguments or len(arguments) != 1 or not isinstance(arguments[0], dict):
+        raise bad("expected one argument object")
+    a = arguments[0]
+    doc = a.get("textDocument")
+    if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
+        raise bad("textDocument.uri (a string) is required")
+
+    def pos(v: Any, name: str) -> T.Position:
+        ok = isinstance(v, dict) and all(_nat(v.get(k)) for k in ("line", "character"))
+        if not ok:
+            raise bad(f"{name} must be {{line, character}} with non-negative integers")
+        return T.Position(line=v["line"], character=v["character"])
+
+    out: dict[str, Any] = {"uri": doc["uri"], "widen": False}
+    if command == REWRITE_SELECTION:
+        r = a.get("range")
+        if not isinstance(r, dict):
+            raise bad("range is required")
+        out["start"], out["end"] = pos(r.get("start"), "range.start"), pos(r.get("end"), "range.end")
+        widen = a.get("widen", False)
+        if not isinstance(widen, bool):
+            raise bad("widen must be a boolean")
+        out["widen"] = widen
+    else:
+        out["position"] = pos(a.get("position"), "position")
+    return out
+
+
+def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
+                 token_factory: Callable[[], Any] = new_cancel_token,
+                 default_model: str | None = None) -> DgServer:
+    """A server with every handler registered. The factories are seams for unit tests and benchmarks."""
+    server = DgServer(engine_factory, token_factory, default_model)
+
+    @server.feature(T.INITIALIZE)
+    def initialize(ls: DgServer, params: T.InitializeParams) -> None:
+        ls.apply_settings(params.initialization_options)
+
+    @server.feature(T.INITIALIZED)
+    def initialized(ls: DgServer, params: T.InitializedParams) -> None:
+        ls.start_loading()
+
+    @server.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: DgServer, params: T.DidChangeConfigurationParams) -> None:
+        ls.apply_settings(params.settings)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: DgServer, params: T.DidOpenTextDocumentParams) -> None:
+        d = params.text_document
+        ls.store.open(d.uri, d.language_id, d.version, d.text)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
+        if ls.store.snapshot(uri) is None:
+            log.warning("didChange for a document that is not open: %s", uri)
+            return
+        ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.worker.cancel_document(uri, "closed")
+        ls.shown.pop(uri, None)
+        ls.store.close(uri)
+
+    @server.feature(T.TEXT_DOCUMENT_INLINE_COMPLETION, T.InlineCompletionOptions())
+    async def inline_completion(ls: DgServer, params: T.InlineCompletionParams):
+        return await ls.inline(params)
+
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions())
+    async def completion(ls: DgServer, params: T.CompletionParams):
+        return await ls.completion(params)
+
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
+                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
+    def code_action(ls: DgServer, params: T.CodeActionParams):
+        return ls.code_actions(params)
+
+    @server.command(FILL_HOLE)
+    async def fill_hole(ls: DgServer, params: T.ExecuteCommandParams):
+        return await ls.run_command(params)
+
+    @server.command(REWRITE_SELECTION)
+    async def rewrite_selection(ls: DgServer, params: T.ExecuteCommandParams):
+        return await ls.run_command(params)
+
+    @server.feature(T.SHUTDOWN)
+    def shutdown(ls: DgServer, params: None) -> None:
+        ls.worker.shutdown()
+
+    return server

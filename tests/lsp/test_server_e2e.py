@@ -1,0 +1,177 @@
+"""End to end over stdio with the real engine on a tiny random checkpoint: capabilities, loading, the three
+request kinds, codeAction -> executeCommand -> applyEdit, caches, incremental sync reaching the server.
+
+One server per module (starting one costs seconds on a shared CPU); every test uses its own document URI.
+The checkpoint is random, so fills are gibberish: tests check the protocol, never the text. Documents are
+"plaintext" where a test needs a non-empty fill (no grammar: nothing is rejected for bad syntax).
+"""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types as T
+from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, version_of, wait_for
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SETTINGS = {"drafts": True, "steps": 6, "debounceMs": 0}
+TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(tiny_ckpt):
+    c = await start_server(tiny_ckpt, SETTINGS)
+    yield c
+    await stop_server(c)
+
+
+def pos(line: int, char: int) -> T.Position:
+    return T.Position(line=line, character=char)
+
+
+async def test_capabilities_advertise_every_feature(client):
+    caps = client.init_result.capabilities
+    assert caps.inline_completion_provider  # registered with InlineCompletionOptions
+    assert caps.completion_provider is not None
+    assert caps.code_action_provider
+    assert sorted(caps.execute_command_provider.commands) == ["dg.fillHole", "dg.rewriteSelection"]
+    sync = caps.text_document_sync
+    assert sync.change == T.TextDocumentSyncKind.Incremental and sync.open_close
+
+
+async def test_model_loads_in_the_background_with_progress(client):
+    states = [s["state"] for s in client.statuses]
+    assert states.index("loading") < states.index("ready")
+    ready = next(s for s in client.statuses if s["state"] == "ready")
+    assert ready["model"]
+    reports = [r for token, rs in client.progress_reports.items() for r in rs]
+    kinds = [r.kind for r in reports]
+    assert "begin" in kinds and "end" in kinds
+    assert any(getattr(r, "title", None) == "dg-lsp: loading model" for r in reports)
+
+
+async def test_code_action_execute_command_apply_edit_round_trip(client):
+    uri = "file:///roundtrip.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    actions = await client.text_document_code_action_async(T.CodeActionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), range=T.Range(pos(1, 6), pos(1, 13)),
+        context=T.CodeActionContext(diagnostics=[])))
+    assert [a.title for a in actions] == ["Fill hole", "Rewrite selection"]
+    for action in actions:
+        before = len(client.applied_edits)
+        result = await client.workspace_execute_command_async(
+            T.ExecuteCommandParams(command=action.command, arguments=action.arguments))
+        assert result["applied"] is True and result["reason"] is None and result["latencyMs"] > 0, result
+        assert len(client.applied_edits) == before + 1  # exactly one applyEdit: one undo step
+        edit = client.applied_edits[-1].edit
+        assert edit.changes is None and len(edit.document_changes) == 1
+        doc_edit = edit.document_changes[0]
+        assert doc_edit.text_document.uri == uri and doc_edit.text_document.version == version_of(uri)
+        assert len(doc_edit.edits) == 1 and doc_edit.edits[0].new_text
+    rewrite = client.applied_edits[-1].edit.document_changes[0].edits[0]
+    assert rewrite.range.start.line == 1  # the selection's line (the hole may widen to whole lines)
+
+
+async def test_drafts_stream_every_step_then_done(client):
+    uri = "file:///drafts.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    await client.workspace_execute_command_async(T.ExecuteCommandParams(
+        command="dg.fillHole", arguments=[{"textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}]))
+    drafts = [d for d in client.drafts if d["uri"] == uri]
+    steps = [d["step"] for d in drafts if not d["done"]]
+    assert steps == list(range(1, len(steps) + 1)) and 1 <= len(steps) <= SETTINGS["steps"]
+    assert drafts[-1]["done"] and drafts[-1]["version"] == 1
+    assert {d["requestId"] for d in drafts} == {drafts[0]["requestId"]}
+    assert drafts[0]["range"]["start"] == {"line": 3, "character": 4}
+
+
+async def test_inline_completion_then_lru_then_typed_ahead(client):
+    uri = "file:///inline.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    params = T.InlineCompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=pos(1, 13),
+        context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic))
+    first = await client.text_document_inline_completion_async(params)
+    assert first is not None and len(first.items) == 1
+    item = first.items[0]
+    assert item.range.start == pos(1, 13) and item.range.end.line == 1  # one line, from the cursor
+    assert isinstance(item.insert_text, str) and item.insert_text
+    cold = [s["request"] for s in client.statuses if s.get("request", {}).get("uri") == uri]
+    assert cold[-1]["cached"] is False and cold[-1]["steps"] >= 1
+
+    # Elsewhere, then back: the typed-ahead record is for the other cursor, the LRU still has this canvas.
+    params.position = pos(0, 16)
+    await client.text_document_inline_completion_async(params)
+    params.position = pos(1, 13)
+    again = await client.text_document_inline_completion_async(params)
+    assert again.items[0].insert_text == item.insert_text
+    assert client.statuses[-1]["request"]["cached"] == "lru" and client.statuses[-1]["request"]["steps"] == 0
+
+    typed = item.insert_text[0]
+    edit_doc(client, uri, 1, 13, typed)
+    params.position = pos(1, 13 + len(typed)) if "\n" not in typed else pos(2, 0)
+    ahead = await client.text_document_inline_completion_async(params)
+    assert client.statuses[-1]["request"]["cached"] == "typed-ahead"
+    rest = item.insert_text[1:]
+    assert (ahead.items[0].insert_text if ahead else "") == rest
+
+
+async def test_completion_fallback(client):
+    uri = "file:///completion.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    res = await client.text_document_completion_async(T.CompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=pos(0, 16)))
+    assert res is not None and len(res.items) == 1
+    assert res.items[0].text_edit is not None and res.items[0].text_edit.new_text
+
+
+async def test_incremental_changes_reach_the_server_document(client):
+    uri = "file:///incremental.txt"
+    open_doc(client, uri, "", "plaintext")
+    arg = {"textDocument": {"uri": uri}, "position": {"line": 2, "character": 4}}
+    with pytest.raises(Exception, match="outside the document"):
+        await client.workspace_execute_command_async(T.ExecuteCommandParams(command="dg.fillHole",
+                                                                            arguments=[arg]))
+    edit_doc(client, uri, 0, 0, "one two\nthree\n")
+    edit_doc(client, uri, 1, 5, " four\n    five")  # "one two\nthree four\n    five\n"
+    edit_doc(client, uri, 1, 0, "", end=(1, 6))  # "one two\nfour\n    five\n"
+    version = version_of(uri)
+    result = await client.workspace_execute_command_async(
+        T.ExecuteCommandParams(command="dg.fillHole", arguments=[arg]))
+    assert result["applied"], result
+    doc_edit = client.applied_edits[-1].edit.document_changes[0]
+    assert doc_edit.text_document.version == version
+    assert doc_edit.edits[0].range.start == pos(2, 4)
+    # The server's text has "    five" on line 2: the draft range is the hole it computed there.
+    assert [d for d in client.drafts if d["uri"] == uri][-1]["range"]["start"] == {"line": 2, "character": 4}
+
+
+async def test_status_reports_each_request(client):
+    uri = "file:///status.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    await client.workspace_execute_command_async(T.ExecuteCommandParams(
+        command="dg.fillHole", arguments=[{"textDocument": {"uri": uri}, "position": {"line": 0, "character": 5}}]))
+    last = client.statuses[-1]
+    assert last["state"] == "ready" and last["lastLatencyMs"] > 0
+    req = last["request"]
+    assert req["uri"] == uri and req["steps"] >= 1 and req["reusedPrefixTokens"] >= 0
+    assert req["engineMs"] > 0 and req["serverMs"] >= 0
+    assert requests_done(client, req["id"])
+
+
+async def test_language_filter_and_disable(client):
+    uri = "file:///filtered.py"
+    open_doc(client, uri, "x = 1\n", "python")
+    params = T.InlineCompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=pos(0, 5),
+        context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Invoked))
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
+        settings={"settings": {"dg": {"languages": ["rust"]}}}))
+    assert await client.text_document_inline_completion_async(params) is None
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
+        settings={"dg": {"languages": None, "enabled": False}}))
+    await wait_for(lambda: client.statuses[-1]["state"] == "disabled")
+    assert await client.text_document_inline_completion_async(params) is None
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"enabled": True}))
+    await wait_for(lambda: client.statuses[-1]["state"] == "ready")
