@@ -288,6 +288,10 @@ def _whole_lines(text: str, start: int, end: int) -> tuple[int, int]:
     return start, len(text) if nl < 0 else nl
 
 
+def _clean_edge(node: tree_sitter.Node) -> bool:
+    return node.is_named or node.type in (",", ";")
+
+
 def _whole_nodes(snap: Snapshot, start: int, end: int) -> tuple[int, int]:
     """Smallest run of sibling syntax nodes covering [start, end) (surrounding whitespace ignored)."""
     text = snap.text
@@ -301,12 +305,12 @@ def _whole_nodes(snap: Snapshot, start: int, end: int) -> tuple[int, int]:
     if node.start_byte == bs and node.end_byte == be:
         return s, e
     kids = [c for c in node.children if c.end_byte > bs and c.start_byte < be]
-    while len(kids) > 1 and kids[-1].type in (",", ";"):  # a trailing separator is not worth rewriting
-        kids.pop()
-    if not kids or not kids[0].is_named or not kids[-1].is_named:
+    if not kids or not _clean_edge(kids[0]) or not _clean_edge(kids[-1]):
         # An operator or bracket at the edge (`total =`): the enclosing node is the smallest sensible unit.
-        return snap.span(node)
-    return snap.char_offset(kids[0].start_byte), snap.char_offset(kids[-1].end_byte)
+        ws, we = snap.span(node)
+    else:
+        ws, we = snap.char_offset(kids[0].start_byte), snap.char_offset(kids[-1].end_byte)
+    return min(ws, s), max(we, e)  # error recovery can leave bytes outside every node: still cover them
 
 
 def hole_for_selection(snap: Snapshot, start: int, end: int, widen: bool = False) -> Hole:

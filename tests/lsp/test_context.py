@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection, indent_unit
+from dg_lsp.context import KINDS, Hole, hole_at_cursor, hole_for_selection, indent_unit
 from dg_lsp.documents import Document, Snapshot
 
 
@@ -150,3 +152,44 @@ def test_indent_unit():
     assert indent_unit("a:\n  b\n    c\n") == "  "
     assert indent_unit("a {\n\tb\n}\n") == "\t"
     assert indent_unit("x = 1\n") == "    "
+
+
+# ---- invariants on arbitrary text ----
+
+PIECES = ["x", " ", "\n", "    ", "\t", "(", ")", "[", "]", "{", "}", ":", "=", ",", ";", "1", "if", "def",
+          "return", "fn", "func", '"', "'", "#", "//", "😀", "日本", "é"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    language_id=st.sampled_from(["python", "javascript", "typescript", "rust", "go", "c", "plaintext"]),
+    pieces=st.lists(st.sampled_from(PIECES), max_size=40),
+)
+def test_cursor_holes_never_replace_code(language_id, pieces):
+    text = "".join(pieces)
+    snap = Document("file:///t", language_id, 1, text).snapshot()
+    for offset in range(len(text) + 1):
+        h = hole_at_cursor(snap, offset)
+        assert h.kind in KINDS and h.start == offset <= h.end <= len(text)
+        assert h.replaced == text[h.start : h.end] and not h.replaced.strip()
+        assert h.max_lines >= 1
+        if h.max_lines == 1:
+            assert "\n" not in h.replaced
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    language_id=st.sampled_from(["python", "javascript", "rust", "go", "plaintext"]),
+    pieces=st.lists(st.sampled_from(PIECES), max_size=40),
+    a=st.floats(0, 1),
+    b=st.floats(0, 1),
+)
+def test_widened_selection_covers_the_selection(language_id, pieces, a, b):
+    text = "".join(pieces)
+    snap = Document("file:///t", language_id, 1, text).snapshot()
+    start, end = sorted((int(a * len(text)), int(b * len(text))))
+    h = hole_for_selection(snap, start, end, widen=True)
+    seg = text[start:end]
+    if seg.strip():
+        assert h.start <= start + len(seg) - len(seg.lstrip()) and h.end >= end - len(seg) + len(seg.rstrip())
+    assert h.replaced == text[h.start : h.end] and h.kind == "selection"
