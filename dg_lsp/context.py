@@ -143,7 +143,7 @@ def _block_is_empty(snap: Snapshot, tok: tree_sitter.Node, header_line_start: in
     """If the block opened by `tok` has no body, the offset where its (whitespace) body ends; else None."""
     text = snap.text
     if snap.spec.colon_blocks:
-        header_indent = len(leading_ws(text[header_line_start:]))
+        header_indent = len(leading_ws(text[header_line_start : snap.line_end(header_line_start)]))
         pos = text.find("\n", after)
         while pos >= 0:
             nxt_end = snap.line_end(pos + 1)
@@ -180,9 +180,10 @@ def _block_hole(snap: Snapshot, offset: int, line_start: int, line_end: int, bla
     if tok is None:
         return None
     body_end = _block_is_empty(snap, tok, header_start, offset)
-    indent = leading_ws(text[header_start:header_end]) + indent_unit(text, snap.spec.indent)
+    header_indent = leading_ws(text[header_start:header_end])
+    indent = header_indent + indent_unit(text, snap.spec.indent)
     before = text[line_start:offset]
-    if blank and len(before) > len(indent) - len(indent_unit(text, snap.spec.indent)):
+    if blank and len(before) > len(header_indent):
         indent = before  # the editor already auto-indented the new line: follow it
     if body_end is None:
         return None if blank else _make(snap, "statement", offset, line_end, indent, STATEMENT_MAX_LINES)

@@ -95,7 +95,7 @@ SPECS: dict[str, LangSpec] = {
 ),
         scopes=_fs("function_definition class_definition"),
         imports=_fs("import_statement import_from_statement future_import_statement"),
-        opaque=_fs("string comment string_content concatenated_string"),
+        opaque=_fs("string comment concatenated_string"),
         colon_blocks=True,
     ),
     "javascript": LangSpec(

@@ -193,3 +193,10 @@ def test_widened_selection_covers_the_selection(language_id, pieces, a, b):
     if seg.strip():
         assert h.start <= start + len(seg) - len(seg.lstrip()) and h.end >= end - len(seg) + len(seg.rstrip())
     assert h.replaced == text[h.start : h.end] and h.kind == "selection"
+
+
+def test_strings_and_comments_are_rest_of_line():
+    for marked in ('s = "abc|"\n', "s = f'{x}|'\n", '"""doc|\nmore"""\n', "# comment|\nx = 1\n"):
+        assert hole("python", marked).kind == "rest_of_line", marked
+    assert hole("javascript", "const s = `a ${b} |`;\n").kind == "rest_of_line"
+    assert hole("rust", "fn f() {\n    // todo|\n}\n").kind == "rest_of_line"
