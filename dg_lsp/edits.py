@@ -95,12 +95,13 @@ def _next_lines(snap: Snapshot, hole: Hole, count: int) -> list[str]:
 
 
 def _drop_repeated_suffix(snap: Snapshot, hole: Hole, fill: str) -> str:
-    if hole.max_lines <= 1 or "\n" not in fill and snap.text[snap.line_start(hole.start) : hole.start].strip():
+    mid_line = bool(snap.text[snap.line_start(hole.start) : hole.start].strip())
+    if hole.max_lines <= 1 or (mid_line and "\n" not in fill):
         return fill
     lines = fill.split("\n")
     below = _next_lines(snap, hole, len(lines) + 1)
     # A fill line may repeat what follows only if it starts a line of its own (not the cursor's line tail).
-    first = 0 if not snap.text[snap.line_start(hole.start) : hole.start].strip() else 1
+    first = 1 if mid_line else 0
     for i in range(first, len(lines)):
         tail = [ln.strip() for ln in lines[i:] if ln.strip()]
         if not tail or len(tail) > len(below):
@@ -133,7 +134,7 @@ def _drop_suffix_overlap(snap: Snapshot, hole: Hole, fill: str) -> str:
         if not body.endswith(tail):
             continue
         brackety = any(ch in _CLOSERS or ch in _QUOTES for ch in tail)
-        if brackety and _excess_closers(body, tail) or not brackety and k == len(rest):
+        if (brackety and _excess_closers(body, tail)) or (not brackety and k == len(rest)):
             return body[: len(body) - k].rstrip(" \t")
     return fill
 
