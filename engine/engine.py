@@ -139,6 +139,9 @@ class Engine:
     def decode(self, ids: list[int]) -> str:
         return self._tok().decode(ids, skip_special_tokens=False) if ids else ""
 
+    def _text(self, ids: list[int]) -> str:
+        return self.decode(ids) if self.tokenizer is not None else ""
+
     def context_ids(self, prefix: str, suffix: str) -> list[int]:
         return self.infill_format.context(self.encode(prefix), self.encode(suffix))
 
@@ -232,7 +235,7 @@ class Engine:
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
                cancel: CancelToken | None = None, reference_compatible: bool = False,
-               one_per_step: bool = False, with_text: bool = True) -> Iterator[Draft]:
+               one_per_step: bool = False, draft_text: bool = True) -> Iterator[Draft]:
         """Yield a Draft after every denoising step; the last Draft has done=True and carries the result."""
         if not context_ids:
             raise ValueError("context_ids must not be empty (the decoder needs at least one cached token)")
@@ -262,7 +265,7 @@ class Engine:
                     accepted_total += n_acc
                     ids, _ = S.cut_at_eos(argmax[0].tolist(), eos, pad)
                     yield Draft(step=step, steps=st.steps, canvas=c, ids=out + ids,
-                                text=self.decode(out + ids) if with_text else "")
+                                text=self._text(out + ids) if draft_text else "")
                 cancelled = cancel is not None and cancel.cancelled
                 if argmax is None or cancelled:
                     cancelled = True
@@ -276,7 +279,7 @@ class Engine:
                 t_enc += time.perf_counter() - te
             total = time.perf_counter() - t0
             result = InfillResult(
-                ids=out, text=self.decode(out) if with_text else "", steps=n_steps, canvases=canvases,
+                ids=out, text=self._text(out), steps=n_steps, canvases=canvases,
                 cancelled=cancelled, reused_prefix_tokens=reused,
                 timings={"encode_ms": 1e3 * t_enc, "decode_ms": 1e3 * (total - t_enc), "total_ms": 1e3 * total},
                 tokens_accepted_per_step=accepted_total / max(n_steps, 1),
@@ -287,6 +290,7 @@ class Engine:
     def infill(self, context_ids: list[int], *, on_step: Callable[[Draft], None] | None = None,
                **kwargs) -> InfillResult:
         """Fill one infill request; `on_step` receives every intermediate Draft. See `stream` for arguments."""
+        kwargs.setdefault("draft_text", on_step is not None)
         for draft in self.stream(context_ids, **kwargs):
             if draft.done:
                 assert draft.result is not None

@@ -59,7 +59,7 @@ def tiny_tokenizer(vocab_size: int = 384):
 
 def build_tiny_checkpoint(
     path: str | Path,
-    variant: str = "mixed",
+    variant: str | dict = "mixed",
     *,
     canvas_length: int = 16,
     seed: int = 0,
@@ -68,7 +68,8 @@ def build_tiny_checkpoint(
     canvas_lengths: tuple[int, ...] = (16, 32, 64),
     generation: dict | None = None,
 ) -> Path:
-    """Build a random-weight checkpoint that both transformers and our engine load.
+    """Build a random-weight checkpoint that both transformers and our engine load. `variant` names a shape in
+    TINY_VARIANTS or is a text-config dict.
 
     Norm weights, router scales and layer scalars are randomised too (their defaults are ones, which would hide a
     bug that drops them).
@@ -80,7 +81,8 @@ def build_tiny_checkpoint(
     tok = tiny_tokenizer() if with_tokenizer else None
     if vocab_size is None:
         vocab_size = tok.get_vocab_size() if tok is not None else 512
-    text = dict(TINY_VARIANTS[variant], vocab_size=vocab_size, max_position_embeddings=8192)
+    shape = TINY_VARIANTS[variant] if isinstance(variant, str) else variant
+    text = dict(shape, vocab_size=vocab_size, max_position_embeddings=16384)
     config = DiffusionGemmaConfig(text_config=text, vision_config=dict(TINY_VISION), canvas_length=canvas_length)
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():

@@ -1,0 +1,45 @@
+"""Shared helpers for the benchmark scripts: machine description, medians, JSON last line."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+
+
+def machine() -> dict:
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def percentile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def emit(result: dict) -> None:
+    """The last line of every benchmark is one JSON object."""
+    print(json.dumps(result, sort_keys=True))

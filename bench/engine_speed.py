@@ -1,0 +1,125 @@
+"""Engine vs transformers' `generate` on the same checkpoint, same run, CPU: per-step time and speedup.
+
+    python -m bench.engine_speed [--model DIR] [--context 512] [--canvas 64] [--steps 16] [--repeats 5]
+
+Without --model it builds a 12.6M-parameter random checkpoint of the DiffusionGemma architecture (the size class
+of the shipped model; vocabulary 8,192). Runs are interleaved (ours, theirs, ours, ...) so machine noise hits both;
+one warm-up each is excluded; medians are reported. Both sides run the same number of denoising steps (the
+stopping rule is disabled by a tiny confidence threshold), so per-step times compare like with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+BENCH_SHAPE = dict(
+    hidden_size=256, intermediate_size=512, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+    head_dim=64, global_head_dim=128, num_global_key_value_heads=1, sliding_window=1024,
+    layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+    num_experts=4, top_k_experts=2, moe_intermediate_size=256,
+)
+
+
+def build_bench_checkpoint(root: Path, canvas: int) -> Path:
+    from engine.testing import build_tiny_checkpoint
+
+    return build_tiny_checkpoint(root / "bench", BENCH_SHAPE, canvas_length=canvas, vocab_size=8192,
+                                 with_tokenizer=False)
+
+
+def run(model: Path, context: int, canvas: int, steps: int, repeats: int) -> dict:
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from engine.engine import Engine
+
+    eng = Engine.from_pretrained(model, device="cpu", dtype="float32")
+    ref = DiffusionGemmaForBlockDiffusion.from_pretrained(model).eval()
+    ref.config.canvas_length = canvas
+    n_params = sum(p.numel() for p in eng.model.parameters())
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, eng.vocab_size, (1, context), generator=g) for _ in range(repeats + 1)]
+    calls = {"n": 0}
+    fwd = ref.forward
+
+    def counting_forward(*a, **k):
+        calls["n"] += 1
+        return fwd(*a, **k)
+
+    ref.forward = counting_forward
+
+    def ours(i: int, reference: bool) -> tuple[float, int]:
+        eng.clear_prefix_cache()  # cold: every run encodes its context
+        t = time.perf_counter()
+        res = eng.infill(prompts[i][0].tolist(), canvas_length=canvas, steps=steps, seed=i, entropy_bound=1e-6,
+                         reference_compatible=reference)
+        return time.perf_counter() - t, res.steps
+
+    def theirs(i: int) -> tuple[float, int]:
+        calls["n"] = 0
+        torch.manual_seed(i)
+        t = time.perf_counter()
+        with torch.no_grad():
+            ref.generate(prompts[i], max_new_tokens=canvas, max_denoising_steps=steps, confidence_threshold=1e-9)
+        return time.perf_counter() - t, calls["n"]
+
+    times = {"engine": [], "engine_reference_mode": [], "transformers": []}
+    step_counts = {k: [] for k in times}
+    for i in range(repeats + 1):  # i == 0 is the warm-up
+        for name in ("engine", "transformers", "engine_reference_mode"):
+            dt, n = theirs(i) if name == "transformers" else ours(i, name == "engine_reference_mode")
+            if i:
+                times[name].append(dt)
+                step_counts[name].append(n)
+    from bench.common import median
+
+    out = {}
+    print(f"model: {n_params / 1e6:.1f}M parameters, context {context}, canvas {canvas}, {steps} steps, "
+          f"{repeats} runs each (median)")
+    print(f"{'implementation':<24}{'canvas ms':>11}{'steps':>7}{'ms/step':>9}{'tok/s':>8}")
+    for name in times:
+        total = median(times[name]) * 1e3
+        n = median(step_counts[name])
+        out[name] = {"canvas_ms": total, "steps": n, "ms_per_step": total / n, "tokens_per_s": canvas / total * 1e3}
+        print(f"{name:<24}{total:>11.1f}{n:>7.0f}{total / n:>9.2f}{canvas / total * 1e3:>8.0f}")
+    speedup = out["transformers"]["canvas_ms"] / out["engine"]["canvas_ms"]
+    print(f"speedup vs transformers: {speedup:.2f}x (reference-compatible mode: "
+          f"{out['transformers']['canvas_ms'] / out['engine_reference_mode']['canvas_ms']:.2f}x)")
+    return {
+        "params_m": round(n_params / 1e6, 2), "context": context, "canvas": canvas, "steps": steps,
+        "speedup_vs_transformers": round(speedup, 3),
+        "engine_ms_per_step": round(out["engine"]["ms_per_step"], 3),
+        "transformers_ms_per_step": round(out["transformers"]["ms_per_step"], 3),
+        "engine_reference_mode_ms_per_step": round(out["engine_reference_mode"]["ms_per_step"], 3),
+        "engine_canvas_ms": round(out["engine"]["canvas_ms"], 2),
+        "transformers_canvas_ms": round(out["transformers"]["canvas_ms"], 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--canvas", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    from bench.common import emit, machine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model or build_bench_checkpoint(Path(tmp), args.canvas)
+        result = run(model, args.context, args.canvas, args.steps, args.repeats)
+    result["machine"] = machine()
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
