@@ -1,0 +1,15 @@
+"""Fused kernels for the engine's hot paths; each has an eager oracle in `reference.py`."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.kernels.reference import vocab_pass_eager, vocab_pass_reference
+from engine.kernels.vocab_pass import interpreting, triton, vocab_pass
+
+__all__ = ["available", "vocab_pass", "vocab_pass_eager", "vocab_pass_reference"]
+
+
+def available() -> bool:
+    """True when `vocab_pass` can run: Triton is installed, and there is a CUDA device or the interpreter."""
+    return triton is not None and (torch.cuda.is_available() or interpreting())

@@ -1,0 +1,137 @@
+"""Eager oracles for the vocabulary pass: the spec `vocab_pass.py` is tested against, and the CPU path.
+
+One denoising step turns raw logits (R, V) into, per row, the entropy of the processed distribution (what
+entropy-bound acceptance sorts by and the stopping rule averages), its argmax (the draft canvas) and a sample
+(the candidate token). "Processed" means what transformers' DiffusionGemma sampler hands to `Categorical`:
+soft-capped `tanh(x / cap) * cap` (the model's `final_logit_softcapping`), then temperature-scaled.
+
+Two samplers live here:
+- `vocab_pass_reference` draws by Gumbel-max with noise that is a pure function of (row seed, column), from a
+  counter-based hash the Triton kernel computes bit for bit. It is the oracle for the kernel.
+- `vocab_pass_eager` draws with a `torch.Generator` (exponential race). It is what the engine runs on CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M32 = 0xFFFFFFFF
+# Per-row key derivation constant (the 32-bit golden ratio), shared with the kernel.
+GOLDEN32 = 0x9E3779B9
+
+
+def processed_logits(
+    logits: torch.Tensor, inv_temperature: float | torch.Tensor, softcap: float | None
+) -> torch.Tensor:
+    """(R, V) raw logits -> (R, V) fp32 soft-capped, temperature-scaled logits.
+
+    `inv_temperature` is a float or an (R,) tensor (a temperature per row: requests at different steps).
+    """
+    z = logits.float()
+    if softcap is not None:
+        z = torch.tanh(z / softcap) * softcap
+    if isinstance(inv_temperature, torch.Tensor):
+        inv_temperature = inv_temperature.to(device=z.device, dtype=torch.float32)[:, None]  # (R, 1)
+    return z * inv_temperature
+
+
+def entropy_from_log_probs(logp: torch.Tensor) -> torch.Tensor:
+    """(R, V) log-probabilities -> (R,) entropy in nats; columns with p = 0 (e.g. -inf logits) add nothing."""
+    p = logp.exp()
+    return -torch.where(p > 0, p * logp, 0.0).sum(-1)
+
+
+def row_seeds(seed: int | torch.Tensor, rows: int, device: torch.device | str) -> torch.Tensor:
+    """The (R,) int64 per-row seeds the noise is keyed on.
+
+    An int gives row r the seed `seed ^ (r << 32)`: rows of one call never share noise, and distinct seeds
+    below 2**32 never collide across calls. Pass an (R,) tensor instead to make a request's draws independent
+    of its row in the batch (e.g. a per-request seed plus the step number).
+    """
+    if isinstance(seed, torch.Tensor):
+        assert seed.shape == (rows,) and seed.dtype == torch.int64, f"seeds must be ({rows},) int64"
+        return seed.to(device)
+    assert 0 <= seed < 2**63, f"seed must be in [0, 2**63), got {seed}"
+    return torch.arange(rows, device=device, dtype=torch.int64).bitwise_left_shift(32).bitwise_xor(seed)
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    # uint32 multiply in int64 without overflow: split the constant into 16-bit halves (products < 2**48).
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """The "lowbias32" integer finaliser (C. Wellons, hash-prospector): a uint32 bijection, low bias.
+
+    Values are uint32 held in int64 tensors.
+    """
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def noise_bits(seeds: torch.Tensor, vocab: int) -> torch.Tensor:
+    """(R,) int64 row seeds -> (R, V) uint32 hashes (in int64), a pure function of (seed, column).
+
+    Two keys per row from the seed's 32-bit halves; each column is hashed twice (col ^ k1, then ^ k2), so rows
+    with different keys see unrelated streams.
+    """
+    lo = seeds & _M32
+    hi = (seeds >> 32) & _M32
+    k1 = mix32(lo ^ mix32(hi))[:, None]  # (R, 1)
+    k2 = mix32(hi ^ mix32((lo + GOLDEN32) & _M32))[:, None]
+    cols = torch.arange(vocab, device=seeds.device, dtype=torch.int64)[None, :]  # (1, V)
+    return mix32(mix32(cols ^ k1) ^ k2)
+
+
+def gumbel_from_bits(h: torch.Tensor) -> torch.Tensor:
+    """uint32 hashes (in int64) -> fp32 standard Gumbel draws, -log(E) with E = -log(1 - v) ~ Exp(1).
+
+    v = (h + 1) / 2**32 is uniform on (0, 1] and, being a float, keeps 24 significant bits down to 2**-32.
+    Small v means small E means a large Gumbel value: the tail that decides which of V ~ 262k columns wins. So
+    E comes from v's own digits (log1p series below 2**-7), not from 1 - v, whose fp32 spacing of 2**-24 would
+    round the winners' noise to steps of a few percent. v = 1 (p = 2**-25) gives -inf: that draw never wins.
+    The kernel repeats these operations in this order, so both produce the same bits.
+    """
+    v = (h.float() + 1.0) * 2.0**-32
+    series = v * (1.0 + v * (0.5 + v * (1.0 / 3.0 + v * 0.25)))  # -log(1 - v), truncation < 1e-9 relative
+    e = torch.where(v < 2.0**-7, series, -torch.log(1.0 - v))
+    return -torch.log(e)
+
+
+def vocab_pass_reference(
+    logits: torch.Tensor,
+    inv_temperature: float | torch.Tensor,
+    softcap: float | None,
+    seed: int | torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(R, V) logits -> entropy fp32 (R,), argmax int64 (R,), sample int64 (R,); ties go to the lowest index.
+
+    The sample is Gumbel-max over the processed logits: argmax(z + g), g = gumbel_from_bits(noise_bits(..)).
+    """
+    z = processed_logits(logits, inv_temperature, softcap)  # (R, V) fp32
+    entropy = entropy_from_log_probs(torch.log_softmax(z, dim=-1))
+    g = gumbel_from_bits(noise_bits(row_seeds(seed, z.shape[0], z.device), z.shape[1]))
+    sample = (z + g).argmax(-1)
+    return entropy, z.argmax(-1), sample
+
+
+def vocab_pass_eager(
+    logits: torch.Tensor,
+    inv_temperature: float | torch.Tensor,
+    softcap: float | None,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Same outputs as `vocab_pass_reference`, drawing with `generator` (on the logits' device) instead.
+
+    Exponential race: with E_i ~ Exp(1), argmax_i p_i / E_i is distributed as p, i.e. argmax(z - log E).
+    """
+    z = processed_logits(logits, inv_temperature, softcap)  # (R, V) fp32
+    entropy = entropy_from_log_probs(torch.log_softmax(z, dim=-1))
+    # torch's CPU exponential_ keeps full relative precision near 0, where the winners' draws are.
+    race = torch.empty_like(z).exponential_(generator=generator)
+    # E = 0 would make a zero-probability column win; keep the race strictly positive.
+    sample = (z - race.clamp_min(torch.finfo(torch.float32).tiny).log()).argmax(-1)
+    return entropy, z.argmax(-1), sample
