@@ -2,13 +2,17 @@
 
 Prompt budget (`budget_tokens` covers prefix + suffix ids; the format's special tokens come on top):
 - the suffix gets a quarter of the budget first (at least the rest of the hole's line), then the prefix gets
-  what is left, then the suffix may take what the prefix did not use;
+  what is left, then the suffix may take what the prefix did not use, counted in steps of SPARE_STEP tokens;
 - the prefix always keeps the hole's line up to the cursor, then, in priority order: the signatures of the
   enclosing definitions (found through the tree; at most half the budget), the nearest lines back to the start
   of the innermost enclosing definition, the file's imports (at most half of what is left), and finally more
   lines going back from the cursor. The kept pieces are joined in document order, so the model sees the head
   of the file and the nearest scope as one text.
 - cuts fall on line boundaries (a single over-long line is cut by characters).
+- cuts are sticky while the user types: the prompt is suffix-first, so the engine reuses the KV cache of
+  everything before the first changed token. The suffix depends only on text after the hole (and on the prefix's
+  size in coarse SPARE_STEP steps), and the start of the nearest-lines span snaps forward to a multiple of
+  SNAP_LINES lines, so typing on one line leaves both unchanged for many keystrokes.
 - prefix and suffix are tokenized separately, as in training. To stay cheap per keystroke, text is chosen by a
   chars-per-token estimate first and only the chosen text is tokenized; when the estimate was off, the
   measured ratio replaces it and the choice is redone (a few rounds at most).
@@ -32,6 +36,8 @@ CHARS_PER_TOKEN = 4.5
 KIND_TOKENS = {"rest_of_line": 16, "line": 16, "bracket_expr": 16, "statement": 32, "block_body": 64}
 SELECTION_MARGIN = 8
 _ROUNDS = 4
+SNAP_LINES = 16
+SPARE_STEP = 128
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,18 @@ def _choose_prefix(snap: Snapshot, start: int, chars: int) -> str:
         prev = _back_one_line(text, near, floor)
         left -= near - prev
         near = prev
+    # 5. stickiness: unless the span reaches the floor, start it at the next line whose number is a multiple
+    # of SNAP_LINES, so a growing cursor line does not move the start (and the KV cache stays valid)
+    if near > floor:
+        line_no = text.count("\n", 0, near)
+        skip = (-line_no) % SNAP_LINES
+        snapped = near
+        while skip and snapped < line_start:
+            nl = text.find("\n", snapped, line_start)
+            if nl < 0:
+                break
+            snapped, skip = nl + 1, skip - 1
+        near = snapped
     merged: list[tuple[int, int]] = []
     for s, e in sorted(extra + [(near, start)]):
         if merged and s <= merged[-1][1]:
@@ -221,9 +239,11 @@ def build_request(
     text = snap.text
     suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens // 4, encode)
     prefix, prefix_ids = _fit_prefix(snap, hole.start, budget_tokens - len(suffix_ids), encode)
-    spare = budget_tokens - len(prefix_ids) - len(suffix_ids)
+    # the prefix's size counted in coarse steps, so the suffix cut does not move with every keystroke
+    used = -(-len(prefix_ids) // SPARE_STEP) * SPARE_STEP
+    spare = budget_tokens - used - len(suffix_ids)
     if spare > 0 and len(suffix) < len(text) - hole.end:
-        suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - len(prefix_ids), encode)
+        suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - used, encode)
     canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths)
     return InfillRequest(
         prefix=prefix,

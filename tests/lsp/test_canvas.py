@@ -160,3 +160,26 @@ def test_only_the_kept_parts_are_tokenized(encode):
     build_request(snap, hole, counting, FMT, 1024)
     assert max(seen) <= 1024 * CHARS_PER_TOKEN + 200
     assert len(seen) <= 10
+
+
+def test_context_is_stable_while_typing_in_a_big_file(encode):
+    """Suffix-first prompts let the engine reuse the KV cache up to the first changed token: typing on one
+    line of a big file must leave almost the whole context unchanged from one keystroke to the next."""
+    body = "".join(f"def f{i}(x):\n    y = x * {i}\n    return y + {i}\n\n" for i in range(400))
+    cursor_line = "value = compute("
+    typed = "alpha, beta, gamma, delta"
+    reuse = []
+    prev = None
+    for k in range(len(typed) + 1):
+        text = body[: len(body) // 2] + cursor_line + typed[:k] + "\n" + body[len(body) // 2:]
+        snap = Document("file:///big.py", "python", k + 1, text).snapshot()
+        offset = len(body) // 2 + len(cursor_line) + k
+        req = build_request(snap, hole_at_cursor(snap, offset), encode, FMT, 512)
+        ids = req.context_ids
+        if prev is not None:
+            lcp = next((i for i, (a, b) in enumerate(zip(prev, ids, strict=False)) if a != b),
+                       min(len(prev), len(ids)))
+            reuse.append(lcp / len(ids))
+        prev = ids
+    assert len(prev) > 400  # the budget is really in use
+    assert sorted(reuse)[len(reuse) // 10] > 0.8  # 90% of keystrokes reuse more than 80% of the context
