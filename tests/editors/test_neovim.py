@@ -235,10 +235,28 @@ def test_stub_keys_fall_back_without_ghost_text(editor, tmp_path):
     editor.setup(STUB_CMD, stub_settings(tmp_path))
     editor.open("demo.py", "\n")
     editor.wait_ready(30)
-    editor.lua("vim.bo.expandtab = false")
+    editor.lua("vim.bo.expandtab = false; vim.bo.softtabstop = 0")
     editor.lua("require('dg').toggle(false)")  # nothing will be shown
     editor.nvim.input("i<Tab>x<Esc>")
     wait_for(lambda: editor.lines()[0] == "\tx", 5, "a literal tab")
+
+
+def test_stub_next_prev_and_dismiss(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="one", stubCount=2))
+    editor.open("demo.py", "v = \n")
+    editor.wait_ready(30)
+    editor.lua("vim.bo.expandtab = false; vim.bo.softtabstop = 0")
+    editor.nvim.command("normal! 1G$")
+    editor.nvim.input("a")
+    assert wait_for(editor.ghost, 10, "ghost text") == "one"
+    editor.nvim.input("<M-]>")
+    wait_for(lambda: editor.ghost() == "one #2", 5, "the next candidate")
+    editor.nvim.input("<M-[>")
+    wait_for(lambda: editor.ghost() == "one", 5, "the previous candidate")
+    editor.nvim.input("<C-]>")
+    wait_for(lambda: editor.ghost() is None, 5, "dismiss")
+    editor.nvim.input("<Tab>")  # nothing shown: a plain tab
+    wait_for(lambda: editor.lines()[0] == "v = \t", 5, "the tab")
 
 
 def test_stub_drafts_render_as_the_fill_forms(editor, tmp_path):

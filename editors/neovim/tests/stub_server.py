@@ -3,7 +3,8 @@
 The plugin tests use it where the real server's fills are random (tiny checkpoints): exact ghost text, drafts
 on a known schedule, and a log of what the client asked and cancelled. Run: python stub_server.py (stdio).
 initializationOptions: the dg settings plus `stubText` (the fill), `stubDelay` (seconds per draft step),
-`stubSteps` and `stubLog` (a file that gets one JSON line per event).
+`stubSteps`, `stubCount` (that many items: the text, then the text + " #2", ...) and `stubLog` (a file that
+gets one JSON line per event).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ async def inline_completion(params: types.InlineCompletionParams) -> list[types.
         raise
     status("ready", (time.perf_counter() - start) * 1000)
     log("answered", text=text)
-    return [types.InlineCompletionItem(insert_text=text, range=types.Range(pos, pos))]
+    texts = [text] + [f"{text} #{i}" for i in range(2, int(options.get("stubCount", 1)) + 1)]
+    return [types.InlineCompletionItem(insert_text=t, range=types.Range(pos, pos)) for t in texts]
 
 
 @server.command("dg.rewriteSelection")
