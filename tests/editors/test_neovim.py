@@ -490,6 +490,19 @@ def test_real_rewrite_replaces_exactly_the_selected_lines_and_one_undo_restores(
     wait_for(lambda: editor.lines() == before, 5, "one undo to restore the selected lines")
 
 
+def test_real_fill_command_is_one_undo_step(editor, tiny_model):
+    start_real(editor, tiny_model, name="notes.txt", text=NOTES)
+    before = editor.lines()
+    editor.nvim.command("normal! 3G$")
+    editor.nvim.command("DgFill")
+    wait_for(lambda: editor.lines() != before or "not applied" in editor.messages(), REAL_FILL_S,
+             "the fill (or its refusal)")
+    assert "not applied" not in editor.messages(), editor.messages()
+    assert editor.lines()[:2] == before[:2]
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == before, 5, "one undo to restore")
+
+
 def test_real_leaving_insert_mode_cancels_the_request(editor, tiny_model):
     start_real(editor, tiny_model, debounceMs=1500)  # keeps the request pending long enough to leave
     editor.lua(
@@ -553,3 +566,28 @@ def test_real_plugin_loads_cleanly(editor, tiny_model):
     report = "\n".join(editor.nvim.current.buffer[:])
     assert "ERROR" not in report and "WARNING" not in report, report
     assert re.search(r"client \d+: ready", report), report
+
+
+# --- plugin against the real server and the shipped default model ------------------------------------------
+
+DEFAULT_MODEL = ROOT / "engine" / "default_model"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DEFAULT_MODEL / "config.json").exists(),
+                    reason="the shipped default model is not in engine/default_model")
+def test_default_model_ghost_text_and_tab(editor):
+    editor.setup(REAL_CMD, {})  # modelPath null: the server's shipped model
+    editor.open("distance.py", "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n"
+                "    dy = q[1] - p[1]\n    return\n")
+    editor.wait_ready(REAL_READY_S * 3)
+    editor.lua(RECORD_ITEMS)
+    editor.nvim.command("normal! 7G$")
+    editor.nvim.input("a math.")
+    wait_for(editor.ghost, REAL_FILL_S * 3, "ghost text from the default model")
+    item = editor.lua("return _G.dg_last_item")
+    before, at = buffer_text(editor), cursor_offset(editor)
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: buffer_text(editor) != before, 10, "the accept")
+    assert buffer_text(editor).encode() == before.encode()[:at] + item.encode() + before.encode()[at:]
+    assert re.fullmatch(r"dg: ready \d+ms", editor.lua("return require('dg').statusline()"))
