@@ -78,7 +78,7 @@ end
 
 --- Configure and enable the dg language server. Options: see :help dg-setup.
 ---@param opts table|nil
----@return boolean started false when this Neovim is too old or the options were unusable
+---@return boolean started false when this Neovim is too old (bad options only warn)
 function M.setup(opts)
   if not M.supported() then
     local msg = ("dg.nvim needs %s; this is Neovim %s"):format(M.requirement, version_string())
