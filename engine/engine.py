@@ -99,7 +99,10 @@ class SampleSettings:
 class Engine:
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
                  infill_format: InfillFormat, device: torch.device, dtype: torch.dtype, path: Path,
-                 prefix_cache_size: int = 4) -> None:
+                 prefix_cache_size: int = 4, sampler_backend: str = "auto") -> None:
+        if sampler_backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"sampler_backend must be auto, torch or triton; got {sampler_backend!r}")
+        self.sampler_backend = sampler_backend
         self.model, self.config, self.tokenizer = model, config, tokenizer
         self.infill_format, self.device, self.dtype, self.path = infill_format, device, dtype, path
         self.vocab_size = config.text.vocab_size
@@ -110,7 +113,8 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
-                        dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4) -> Engine:
+                        dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
+                        sampler_backend: str = "auto") -> Engine:
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
@@ -125,7 +129,7 @@ class Engine:
         fmt = InfillFormat(layout=fmt.layout, bos_id=t.bos_token_id, eos_id=t.eos_token_ids[0], pad_id=t.pad_token_id,
                            fim_prefix_id=fmt.fim_prefix_id, fim_middle_id=fmt.fim_middle_id,
                            fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths)
-        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size)
+        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
 
     # -- text ----------------------------------------------------------------------------------------------------
     def _tok(self) -> Tokenizer:
@@ -193,11 +197,29 @@ class Engine:
         self._prefix.clear()
 
     # -- the denoising loop --------------------------------------------------------------------------------------
+    def _use_kernel(self, reference: bool) -> bool:
+        """The fused Triton vocab pass on CUDA (or when forced); the eager torch path otherwise."""
+        if reference or self.sampler_backend == "torch":
+            return False
+        if self.sampler_backend == "triton":
+            return True
+        if self.device.type != "cuda":
+            return False
+        from engine import kernels
+
+        return kernels.available()
+
     def _canvas_steps(self, cache: KVCache, length: int, st: SampleSettings, gen: torch.Generator,
                       reference: bool, cancel: CancelToken | None) -> Iterator[tuple[torch.Tensor, int, bool]]:
         """Denoise one canvas; yields (argmax canvas (1, C), tokens accepted this step, stopped) after each step."""
         model, v = self.model, self.vocab_size
         canvas = S.initial_canvas(1, length, v, gen, self.device)
+        kernel = None
+        if self._use_kernel(reference):
+            from engine.kernels import vocab_pass as kernel
+            # kernel noise seeds come from a CPU generator: drawing them never syncs with the device
+            first = torch.randint(0, 2**62, (1,), generator=gen, device=gen.device)
+            seeds = torch.Generator().manual_seed(int(first.item()))
         soft = None
         tracker = S.StabilityTracker(st.stability_threshold, st.confidence_threshold)
         wdtype = model.embed_tokens.dtype
@@ -205,14 +227,22 @@ class Engine:
             if cancel is not None and cancel.cancelled:
                 return
             logits = model.decode(canvas, cache, soft)  # (1, C, V) fp32, soft-capped
-            processed = logits / S.temperature(remaining, st.steps, st.t_min, st.t_max).to(logits.device)
-            argmax = processed.argmax(dim=-1)
-            if reference:
+            temp = S.temperature(remaining, st.steps, st.t_min, st.t_max)
+            processed = logits / temp.to(logits.device)
+            if kernel is not None:
+                # one pass over the logits: entropy, argmax and a Gumbel-max sample; probs only for self-conditioning
+                seed = int(torch.randint(0, 2**62, (1,), generator=seeds))
+                h, amax, sample = kernel(logits.view(-1, v), 1.0 / float(temp), None, seed)
+                token_entropy, argmax, sample = h.view(1, -1), amax.view(1, -1), sample.view(1, -1)
+                probs = torch.softmax(processed, dim=-1)
+            elif reference:
+                argmax = processed.argmax(dim=-1)
                 sample = S.reference_sample(processed, gen)
                 token_entropy = S.entropy(processed)
                 probs = torch.softmax(processed.to(wdtype), dim=-1, dtype=torch.float32)
             else:
                 # One softmax serves entropy, sampling and self-conditioning.
+                argmax = processed.argmax(dim=-1)
                 lse = processed.logsumexp(dim=-1, keepdim=True)
                 probs = torch.exp(processed - lse)
                 token_entropy = (lse.squeeze(-1) - (probs * processed).sum(-1)).clamp_min(0)
