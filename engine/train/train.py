@@ -153,7 +153,10 @@ def eval_loss(model, ds: HoleDataset, cfg: TrainConfig, batches: int = 6) -> dic
     return {"eval_loss": nats / canvas_tokens, "eval_bpc": middle_nats / middle_chars / math.log(2)}
 
 
-def train(cfg: TrainConfig, minutes: float, resume: bool = True, quiet: bool = False) -> dict:
+def train(cfg: TrainConfig, minutes: float, resume: bool = True, quiet: bool = False,
+          cpu_minutes: float | None = None) -> dict:
+    """Train for `minutes` of wall time (or `cpu_minutes` of this process's CPU time, which compares recipes fairly
+    on a shared machine), checkpointing every `cfg.checkpoint_every_s`; returns the final stats."""
     torch.set_num_threads(cfg.threads)
     run = Path(cfg.run_dir)
     run.mkdir(parents=True, exist_ok=True)
@@ -167,21 +170,21 @@ def train(cfg: TrainConfig, minutes: float, resume: bool = True, quiet: bool = F
     eval_ds = HoleDataset(held, tok, fmt, dataclasses.replace(cfg.data, batch_size=16), seed=cfg.seed + 99)
     model = build_model(cfg).train()
     opt = _optimizer(model, cfg)
-    state = {"step": 0, "elapsed_s": 0.0, "tokens": 0, "canvas_tokens": 0}
+    state = {"step": 0, "elapsed_s": 0.0, "cpu_s": 0.0, "tokens": 0, "canvas_tokens": 0}
     if resume and (run / "ckpt" / "state.json").exists():
         state = load_checkpoint(run, model, opt)
         print(f"resumed {run} at step {state['step']}")
     (run / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
     log = (run / "log.jsonl").open("a")
-    t0, last_ckpt = time.time(), time.time()
-    start_elapsed = state["elapsed_s"]
+    t0, last_ckpt, c0 = time.time(), time.time(), time.process_time()
+    start_elapsed, start_cpu = state["elapsed_s"], state.get("cpu_s", 0.0)
     deadline = t0 + minutes * 60
     bar = tqdm(initial=state["step"], desc=run.name, disable=quiet, dynamic_ncols=True, mininterval=5)
     ema = None
     # One worker thread builds batch step+1 while the model trains on step (tokenizers and torch release the GIL).
     loader = ThreadPoolExecutor(max_workers=1)
     pending = loader.submit(ds.batch, state["step"])
-    while time.time() < deadline:
+    while time.time() < deadline and (cpu_minutes is None or time.process_time() - c0 < cpu_minutes * 60):
         step = state["step"]
         gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + step)
         batch = pending.result()
@@ -200,6 +203,7 @@ def train(cfg: TrainConfig, minutes: float, resume: bool = True, quiet: bool = F
         state["tokens"] += int(am.sum()) + canvas.numel() * cfg.objective.noise_draws
         state["canvas_tokens"] += canvas.numel() * cfg.objective.noise_draws
         state["elapsed_s"] = start_elapsed + time.time() - t0
+        state["cpu_s"] = start_cpu + time.process_time() - c0
         ema = stats["canvas_loss"] if ema is None else 0.95 * ema + 0.05 * stats["canvas_loss"]
         tps = state["tokens"] / max(state["elapsed_s"], 1e-9)
         bar.update(1)
