@@ -10,7 +10,7 @@ still the answer; we check that nothing else in the document moved.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -54,6 +54,22 @@ def fill_key(context_ids: list[int], canvas_length: int, steps: int | None, entr
              seed: int, max_canvases: int = 1) -> tuple:
     """The LRU key: every engine input that changes its output (for one loaded checkpoint)."""
     return (tuple(context_ids), canvas_length, max_canvases, steps, entropy_bound, seed)
+
+
+class MemoEncoder:
+    """`encode` with a small memo. Per keystroke the canvas builder tokenizes the same suffix text (and often the
+    same prefix text) as for the previous keystroke: its cuts are sticky by design, so most calls repeat."""
+
+    def __init__(self, encode: Callable[[str], list[int]], capacity: int = 64) -> None:
+        self._encode = encode
+        self._memo: LRU[list[int]] = LRU(capacity)
+
+    def __call__(self, text: str) -> list[int]:
+        ids = self._memo.get(text)
+        if ids is None:
+            ids = self._encode(text)
+            self._memo.put(text, ids)
+        return list(ids)
 
 
 @dataclass(frozen=True)

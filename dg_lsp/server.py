@@ -22,7 +22,7 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from dg_lsp.cache import LRU, Shown, fill_key, typed_ahead
+from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 from dg_lsp.canvas import build_request
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
@@ -71,6 +71,7 @@ class DgServer(LanguageServer):
         self.last_latency_ms: float | None = None
         self._ids = itertools.count(1)
         self._load_task: asyncio.Task | None = None
+        self._encoder: tuple[Any, MemoEncoder] | None = None
 
     # -- small helpers (all on the loop) -----------------------------------------------------------------
 
@@ -96,6 +97,11 @@ class DgServer(LanguageServer):
         if off == len(snap.text) and position_at(snap.text, off, self.encoding)[0] < pos.line:
             return None
         return off
+
+    def line_offset(self, snap: Snapshot, cursor: int, pos: T.Position) -> int:
+        """Offset of `pos`, known to be on the cursor's line (no scan from the top of the file)."""
+        start, end = snap.line_start(cursor), snap.line_end(cursor)
+        return start + offset_at(snap.text[start:end], 0, pos.character, self.encoding)
 
     def state(self) -> str:
         if not self.settings.enabled:
@@ -168,6 +174,12 @@ class DgServer(LanguageServer):
 
     # -- the pipeline ------------------------------------------------------------------------------------
 
+    def encoder(self, engine: Any) -> MemoEncoder:
+        """The engine's tokenizer behind a memo, one per loaded model."""
+        if self._encoder is None or self._encoder[0] is not engine:
+            self._encoder = (engine, MemoEncoder(engine.encode))
+        return self._encoder[1]
+
     def cache_key(self, req: Any) -> tuple:
         s = self.settings
         key = fill_key(req.context_ids, req.canvas_length, s.steps, s.entropy_bound, SEED, req.max_canvases)
@@ -183,7 +195,7 @@ class DgServer(LanguageServer):
         """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after."""
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
-        req = build_request(snap, hole, engine.encode, engine.infill_format, s.context_tokens)
+        req = build_request(snap, hole, self.encoder(engine), engine.infill_format, s.context_tokens)
         key = self.cache_key(req)
         stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,
                                  "steps": 0, "cancelled": False, "stepsAfterCancel": None,
@@ -302,9 +314,9 @@ class DgServer(LanguageServer):
         item = lsp_inline_item(snap, hole, cursor, out.fill, self.encoding)
         if item is None:
             return None
-        end = self.offset(snap, item.range.end) if item.range is not None else cursor
-        if isinstance(item.insert_text, str) and end is not None:
-            self.shown[uri] = Shown(snap.text, cursor, item.insert_text, end)
+        if isinstance(item.insert_text, str) and item.range is not None:
+            self.shown[uri] = Shown(snap.text, cursor, item.insert_text, self.line_offset(snap, cursor,
+                                                                                           item.range.end))
         return T.InlineCompletionList(items=[item])
 
     def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str):

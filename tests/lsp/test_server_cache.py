@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dg_lsp.cache import LRU, Shown, fill_key, typed_ahead
+from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 
 
 def test_lru_evicts_least_recently_used():
@@ -51,3 +51,19 @@ def test_typed_ahead_returns_the_rest(typed, rest):
 ])
 def test_typed_ahead_rejects_other_edits(text, cursor):
     assert typed_ahead(shown(), text, cursor) is None
+
+
+def test_memo_encoder_repeats_are_free_and_copies():
+    calls = []
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return [ord(c) for c in text]
+
+    enc = MemoEncoder(encode, capacity=2)
+    first = enc("ab")
+    first.append(0)  # callers may mutate what they get
+    assert enc("ab") == [97, 98] and calls == ["ab"]
+    enc("c")
+    enc("d")
+    assert enc("ab") == [97, 98] and calls == ["ab", "c", "d", "ab"]
