@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-py bench lint
+.PHONY: setup demo test test-py test-vscode bench lint
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,9 +26,16 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/python -m dg_lsp.demo
 
-test: setup
+test: test-py test-vscode
+
+# pytest exits 5 when it collected nothing: make stops on any non-zero exit, so an empty run fails.
+test-py: setup
 	$(BIN)/python -m pytest -q
-	@# pytest exits 5 when it collected nothing; `set -e` semantics of make fail on it.
+
+# Extension unit tests, the .vsix, and the real-editor tier (code-server + chromium + the real server).
+# DG_E2E=1 (the default here) installs the real-editor test bed on first use and fails if it cannot run.
+test-vscode: setup
+	DG_E2E=$${DG_E2E:-1} bash editors/vscode/scripts/test.sh
 
 lint: setup
 	$(BIN)/ruff check .
