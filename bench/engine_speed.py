@@ -36,18 +36,26 @@ def build_bench_checkpoint(root: Path, canvas: int) -> Path:
 
 
 def run(model: Path, context: int, canvas: int, steps: int, repeats: int) -> dict:
+    """Load `model` into both implementations (CPU, fp32) and compare them."""
     from transformers import DiffusionGemmaForBlockDiffusion
 
     from engine.engine import Engine
 
     eng = Engine.from_pretrained(model, device="cpu", dtype="float32")
     ref = DiffusionGemmaForBlockDiffusion.from_pretrained(model).eval()
+    return compare(eng, ref, context, canvas, steps, repeats)
+
+
+def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> dict:
+    """Time `eng` (an Engine) against `ref` (transformers' DiffusionGemmaForBlockDiffusion holding the same
+    weights, on the same device) on fixed random prompts; prints a table, returns the JSON fields."""
     ref.config.canvas_length = canvas
     n_params = sum(p.numel() for p in eng.model.parameters())
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, eng.vocab_size, (1, context), generator=g) for _ in range(repeats + 1)]
     calls = {"n": 0}
     fwd = ref.forward
+    sync = torch.cuda.synchronize if eng.device.type == "cuda" else (lambda: None)
 
     def counting_forward(*a, **k):
         calls["n"] += 1
@@ -57,17 +65,22 @@ def run(model: Path, context: int, canvas: int, steps: int, repeats: int) -> dic
 
     def ours(i: int, reference: bool) -> tuple[float, int]:
         eng.clear_prefix_cache()  # cold: every run encodes its context
+        sync()
         t = time.perf_counter()
         res = eng.infill(prompts[i][0].tolist(), canvas_length=canvas, steps=steps, seed=i, entropy_bound=1e-6,
                          reference_compatible=reference)
+        sync()
         return time.perf_counter() - t, res.steps
 
     def theirs(i: int) -> tuple[float, int]:
         calls["n"] = 0
         torch.manual_seed(i)
+        ids = prompts[i].to(eng.device)
+        sync()
         t = time.perf_counter()
         with torch.no_grad():
-            ref.generate(prompts[i], max_new_tokens=canvas, max_denoising_steps=steps, confidence_threshold=1e-9)
+            ref.generate(ids, max_new_tokens=canvas, max_denoising_steps=steps, confidence_threshold=1e-9)
+        sync()
         return time.perf_counter() - t, calls["n"]
 
     times = {"engine": [], "engine_reference_mode": [], "transformers": []}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The engine suite on one CUDA device in a single call (budget: under 8 minutes): the DiffusionGemma 26B-A4B text
+# shape with random bf16 weights built on the GPU (no files), its weight-streaming floor, transformers' generate on
+# the same tensors, then the shipped default model. Writes JSON, PNGs and gpu.md into $OUT
+# (default ./bench/results/gpu).
+#
+#   bench/gpu.sh             # on a machine with a CUDA device
+#   bench/gpu.sh --dry-run   # the same Python on CPU with a tiny shape (seconds): checks the code path
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-./bench/results/gpu}"
+PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# A hard stop under the 8-minute budget; the suite writes its files at the end, so leave it room.
+exec timeout 470 "$PYTHON" -m bench.gpu_suite --out "$OUT" "$@"

@@ -1,0 +1,144 @@
+"""The engine suite for a device run (what bench/gpu.sh calls): the DiffusionGemma 26B-A4B text shape with random
+bf16 weights built on the GPU, its weight-streaming floor and transformers' generate on the same tensors, then the
+shipped default model; writes JSON, PNG plots and gpu.md into --out.
+
+    python -m bench.gpu_suite --out DIR            # needs CUDA
+    python -m bench.gpu_suite --out DIR --dry-run  # the same code on CPU with a tiny shape (seconds)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench import engine_sweep, gpu_model, plots  # noqa: E402
+from bench.common import emit, machine  # noqa: E402
+from bench.engine_speed import compare  # noqa: E402
+from bench.report import engine_section  # noqa: E402
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def random_shape_suite(shape: dict, name: str, device: torch.device, dtype: torch.dtype, sizes: dict,
+                       context_budget_s: float) -> dict:
+    cfg = gpu_model.text_config(shape)
+    counts = gpu_model.param_counts(cfg)
+    say(f"building {name}: {counts['total_b']}B parameters ({counts['active_b']}B active) on {device}")
+    t = time.perf_counter()
+    model = gpu_model.random_model(cfg, device, dtype)
+    build_s = time.perf_counter() - t
+    floor = gpu_model.weight_stream_floor(model)
+    say(f"weight-streaming floor: {floor}")
+    eng = gpu_model.make_engine(model)
+    label = f"{name} shape, random {str(dtype).removeprefix('torch.')} weights ({counts['total_b']}B total, " \
+            f"{counts['active_b']}B active)"
+    out = engine_sweep.sweep(eng, label, sizes, progress=say, context_budget_s=context_budget_s)
+    out["shape"], out["params"], out["build_s"], out["weight_stream_floor"] = shape, counts, round(build_s, 1), floor
+    say("transformers generate on the same tensors")
+    twin = gpu_model.transformers_twin(model, shape)
+    out["vs_transformers"] = compare(eng, twin, *sizes["transformers"])
+    del twin, eng, model
+    return out
+
+
+def shipped_suite(device: torch.device, dtype: torch.dtype, sizes: dict, context_budget_s: float) -> dict | None:
+    from engine.engine import default_model_path
+
+    path = default_model_path()
+    if not (path / "model.safetensors").is_file():
+        return None
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from engine.engine import Engine
+
+    say(f"shipped model {path}")
+    eng = Engine.from_pretrained(path, device=device, dtype=dtype)
+    out = engine_sweep.sweep(eng, "default model (trained)", sizes, progress=say, context_budget_s=context_budget_s)
+    ref = DiffusionGemmaForBlockDiffusion.from_pretrained(path, dtype=dtype).to(device).eval()
+    out["vs_transformers"] = compare(eng, ref, *sizes["transformers"])
+    return out
+
+
+def markdown(result: dict) -> str:
+    m = result["machine"]
+    lines = [f"## Device benchmarks ({'DRY RUN on CPU, tiny shape' if result['dry_run'] else m['device']})", "",
+             f"`{result['command']}` on {result['date'][:16].replace('T', ' ')}, host `{result['host']}`, torch "
+             f"{m['torch']}, transformers {m['transformers']}. Runtime {result['runtime_s']:.0f} s.", ""]
+    for key, title in (("random", "Full-size shape, random weights"), ("shipped", "Shipped default model")):
+        e = result.get(key)
+        if not e:
+            continue
+        lines += [f"### {title}", ""]
+        if "weight_stream_floor" in e:
+            f, best = e["weight_stream_floor"], min(r["ms_per_step"] for r in e["canvas_sweep"])
+            lines += [f"Weight-streaming floor (read all {f['weight_gb']} GB of weights once): "
+                      f"**{f['read_all_weights_ms']:.2f} ms** ({f['effective_gb_per_s']} GB/s); fastest measured "
+                      f"step {best:.2f} ms ({best / f['read_all_weights_ms']:.2f}x the floor).", ""]
+        lines += engine_section(e)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("bench/results/gpu"))
+    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny shape, tiny sizes: checks the code path")
+    ap.add_argument("--skip-shipped", action="store_true")
+    ap.add_argument("--context-budget-s", type=float, default=90.0)
+    args = ap.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run with --dry-run to check the code path on CPU")
+    device = torch.device("cpu" if args.dry_run else "cuda")
+    dtype = torch.float32 if args.dry_run else torch.bfloat16  # CPU bf16 matmuls are slow enough to hide bugs
+    sizes = engine_sweep.SIZES["quick" if args.dry_run else "gpu"]
+    shape, name = (gpu_model.TINY, "tiny 26B-A4B-like") if args.dry_run else (gpu_model.GEMMA4_26B_A4B,
+                                                                               "DiffusionGemma 26B-A4B")
+    torch.manual_seed(0)
+    if args.dry_run:
+        torch.set_num_threads(1)  # a shared CPU: one thread is steadier (see bench/run.py)
+    now, t0 = datetime.datetime.now(), time.perf_counter()
+    result = {"date": now.isoformat(timespec="seconds"), "host": platform.node(), "machine": machine(),
+              "dry_run": args.dry_run, "command": "bench/gpu.sh" + (" --dry-run" if args.dry_run else "")}
+    result["random"] = random_shape_suite(shape, name, device, dtype, sizes, args.context_budget_s)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    if not args.skip_shipped:
+        result["shipped"] = shipped_suite(device, dtype, sizes, args.context_budget_s)
+    result["runtime_s"] = round(time.perf_counter() - t0, 1)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    result["plots"] = []
+    for key in ("random", "shipped"):
+        if result.get(key):
+            result["plots"] += [p.name for p in (
+                plots.step_vs_canvas(result[key], args.out / f"{key}_step_vs_canvas.png"),
+                plots.step_vs_context(result[key], args.out / f"{key}_step_vs_context.png"),
+                plots.acceptance_bars(result[key], args.out / f"{key}_parallel_vs_one_per_step.png"))]
+    json_path = args.out / f"gpu-{now:%Y-%m-%d}-{platform.node() or 'host'}.json"
+    json_path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
+    md = markdown(result)
+    (args.out / "gpu.md").write_text(md)
+    print(md)
+    r = result["random"]
+    emit({"json": str(json_path), "dry_run": args.dry_run, "runtime_s": result["runtime_s"],
+          "random_ms_per_step_canvas256": next((x["ms_per_step"] for x in r["canvas_sweep"] if x["canvas"] == 256),
+                                               None),
+          "weight_stream_floor_ms": r["weight_stream_floor"]["read_all_weights_ms"],
+          "speedup_vs_transformers": r["vs_transformers"]["speedup_vs_transformers"],
+          "shipped": bool(result.get("shipped"))})
+    return result
+
+
+if __name__ == "__main__":
+    main()

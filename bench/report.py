@@ -1,0 +1,130 @@
+"""A bench.run result as the markdown page bench/results/latest.md (the README includes it)."""
+
+from __future__ import annotations
+
+
+def _f(x, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def engine_section(e: dict) -> list[str]:
+    m = e["model"]
+    ctx_note = "real Python source (stdlib), suffix-first prompt" if m["real_code_contexts"] else "random ids"
+    out = [
+        f"**Model for every engine figure:** {m['label']} — {m['params_m']}M parameters, vocabulary {m['vocab']:,}, "
+        f"{m['layers']} layers, hidden {m['hidden']}, {m['experts']} experts top-{m['top_k']}, sliding window "
+        f"{m['sliding_window']}; {m['device']} {m['dtype']}. Contexts: {ctx_note}.",
+        "",
+        "### Step time vs canvas length",
+        "",
+        f"Context {e['canvas_sweep'][0]['context']} tokens (cached), {e['canvas_sweep'][0]['steps']:.0f} steps per "
+        "canvas; tokens/s = canvas tokens / denoising time.",
+        "",
+        "| canvas | ms / step | canvas ms | tokens/s |",
+        "|---:|---:|---:|---:|",
+        *(f"| {r['canvas']} | {_f(r['ms_per_step'], 2)} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
+          for r in e["canvas_sweep"]),
+        "",
+        "### Step time vs context length",
+        "",
+    ]
+    cs = e["context_sweep"]
+    rows = cs["rows"]
+    out += [
+        f"Canvas {rows[0]['canvas']}, context already in the KV cache (the step reads it).",
+        "",
+        "| context | ms / step | canvas ms | tokens/s |",
+        "|---:|---:|---:|---:|",
+        *(f"| {r['context']:,} | {_f(r['ms_per_step'], 2)} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
+          for r in rows),
+    ]
+    if cs.get("capped_at"):
+        out += ["", f"Capped: contexts from {cs['capped_at']:,} tokens up were not run (the sweep's "
+                    f"{cs['budget_s']:.0f} s CPU budget was used up)."]
+    out += [
+        "",
+        "### Parallel acceptance vs one token per step",
+        "",
+        "Same step budget (= canvas length, enough for one-per-step to fill the canvas), the checkpoint's entropy "
+        "bound; the stability rule may end either early. Medians over a few contexts; tokens/s = canvas tokens / "
+        "denoising time.",
+        "",
+        "| canvas | mode | steps / canvas | tokens accepted / step | canvas ms | tokens/s |",
+        "|---:|---|---:|---:|---:|---:|",
+        *(f"| {r['canvas']} | {r['mode'].replace('_', '-')} | {r['steps_per_canvas']:.0f} | "
+          f"{r['tokens_accepted_per_step']:.2f} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
+          for r in e["acceptance"]),
+        "",
+    ]
+    t = e["vs_transformers"]
+    out += [
+        "### Engine vs transformers `generate` (same checkpoint, same run, interleaved)",
+        "",
+        f"Context {t['context']}, canvas {t['canvas']}, {t['steps']} steps, stopping rule off.",
+        "",
+        "| implementation | ms / step | canvas ms |",
+        "|---|---:|---:|",
+        f"| engine | {_f(t['engine_ms_per_step'], 2)} | {_f(t['engine_canvas_ms'])} |",
+        f"| engine, reference-compatible mode | {_f(t['engine_reference_mode_ms_per_step'], 2)} | - |",
+        f"| transformers generate | {_f(t['transformers_ms_per_step'], 2)} | {_f(t['transformers_canvas_ms'])} |",
+        "",
+        f"Speedup: **{t['speedup_vs_transformers']:.2f}x**.",
+        "",
+    ]
+    p = e["prefix_cache"]
+    out += [
+        "### Encoder: cold vs prefix cache",
+        "",
+        f"A keystroke at the end of the prefix of a {p['context']:,}-token suffix-first context: cold encode "
+        f"**{_f(p['cold_encode_ms'])} ms**, with the prefix cache **{_f(p['keystroke_encode_ms'])} ms** "
+        f"({p['reused_prefix_tokens']:,.0f} tokens reused, {p['speedup']:.0f}x); encode + first step: "
+        f"{_f(p['cold_total_ms'])} ms cold, {_f(p['keystroke_total_ms'])} ms after the keystroke.",
+        "",
+    ]
+    return out
+
+
+def _editor(ed: dict) -> list[str]:
+    if not ed or "skipped" in ed:
+        return ["### Editor latency", "", f"Not measured: {(ed or {}).get('skipped', 'skipped')}.", ""]
+    rows = [(k, v) for k, v in sorted(ed.items()) if isinstance(v, int | float) and not isinstance(v, bool)]
+    return ["### Editor latency (bench/lsp_latency.py: replayed typing through the real server)", "",
+            "| metric | value |", "|---|---:|", *(f"| {k} | {_f(v)} |" for k, v in rows), ""]
+
+
+def _memory(mem: dict) -> list[str]:
+    if not mem:
+        return []
+    out = ["### Peak memory per configuration (one subprocess each)", "", f"Model: {mem['model']}.", "",
+           "| configuration | context | canvas | peak RSS MB | CUDA max allocated MB |", "|---|---:|---:|---:|---:|"]
+    names = {"load": "model loaded", "engine": "engine fill (4 steps)", "transformers": "transformers generate"}
+    for r in mem["rows"]:
+        if "error" in r:
+            out.append(f"| {names[r['kind']]} | {r['context']} | {r['canvas']} | error: {r['error']} | - |")
+            continue
+        out.append(f"| {names[r['kind']]} | {r['context'] or '-'} | {r['canvas'] or '-'} | {_f(r['peak_rss_mb'], 0)} "
+                   f"| {_f(r.get('cuda_max_allocated_mb'), 0)} |")
+    return out + [""]
+
+
+def markdown(result: dict, json_name: str) -> str:
+    m = result["machine"]
+    out = [
+        "## Benchmarks",
+        "",
+        f"`{result['command'].strip()}` on {result['date'][:16].replace('T', ' ')}, host `{result['host']}`: "
+        f"{m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), device {m['device']}, torch "
+        f"{m['torch']}, transformers {m['transformers']}, Python {m['python']}. Runtime {result['runtime_s']:.0f} s. "
+        f"Raw numbers: [{json_name}]({json_name}). Medians; one warm-up per configuration excluded; fixed seeds. "
+        "The CPU is shared (other jobs ran during the measurement), so absolute times are noisy; ratios measured "
+        "interleaved in one run are the robust part.",
+        "",
+        *engine_section(result["engine"]),
+        *_editor(result.get("editor")),
+        *_memory(result.get("memory")),
+        "### Plots",
+        "",
+        *(f"![{p.removesuffix('.png').replace('_', ' ')}]({p})" for p in result.get("plots", [])),
+        "",
+    ]
+    return "\n".join(out)
