@@ -196,11 +196,13 @@ class DgServer(LanguageServer):
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
         req = build_request(snap, hole, self.encoder(engine), engine.infill_format, s.context_tokens)
+        canvas_ms = (time.perf_counter() - t0) * 1e3
         key = self.cache_key(req)
         stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,
                                  "steps": 0, "cancelled": False, "stepsAfterCancel": None,
                                  "reusedPrefixTokens": 0, "engineMs": 0.0,
-                                 "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length}
+                                 "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length,
+                                 "canvasMs": round(canvas_ms, 3)}
         reason = None
         raw = self.fills.get(key)
         if raw is not None:
@@ -211,7 +213,9 @@ class DgServer(LanguageServer):
         if self.doc_version(snap.uri) != snap.version:  # also explains a cancel caused by a keystroke
             reason = "document changed"
         if reason is None:
+            t_post = time.perf_counter()
             fill = postprocess(snap, hole, raw)
+            stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
             if not fill:
                 fill, reason = None, "empty fill"
         total = (time.perf_counter() - t0) * 1e3

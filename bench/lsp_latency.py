@@ -1,0 +1,288 @@
+"""Editor latency through the real server over stdio: typing replayed on a ~5,000-line standard-library file.
+
+    python -m bench.lsp_latency [--model DIR] [--file PATH] [--quick] [--threads N]
+
+Three measurements, one server process, a pygls client speaking LSP over the server's stdin/stdout:
+1. server overhead: for each keystroke (didChange + textDocument/inlineCompletion, debounce 0), the client's
+   round trip minus the engine's own time (`engineMs`, reported per request in dg/status). What is left is
+   everything the server adds: incremental sync and re-parse, snapshot, context, canvas (tokenizing the
+   budgeted prefix/suffix), caches, post-processing, JSON both ways. The handler part alone is `serverMs`.
+2. keystroke-to-item latency with the server's default settings (debounce 75 ms included, the checkpoint's
+   default steps): the first keystroke at a new place in the file is "cold" (nothing in the engine's prefix KV
+   cache matches); the following ones at the same place reuse the KV cache of the common token prefix.
+3. steps after a cancel: a fill is started (drafts on), and at its first dg/draft it is stopped by
+   $/cancelRequest or by a newer keystroke; the server reports how many denoising steps ran after the cancel.
+
+Without --model: the shipped default model if present, else a random checkpoint of the default model's shape
+(BENCH_SHAPE) with the tiny test tokenizer, clearly labelled. Warm-up requests are excluded. Fixed seed. The last
+line is JSON (server_overhead_ms_p95, e2e_ms_p50, e2e_ms_p95, steps_after_cancel_max, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as T
+from pygls.lsp.client import LanguageClient
+
+from bench.common import emit, median, percentile
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"server_overhead_ms_p95": 5.0, "e2e_ms_p50": 300.0, "steps_after_cancel_max": 1}
+
+
+def pick_file(path: Path | None = None) -> Path:
+    """The standard-library module closest to 5,000 lines among a few large, stable ones."""
+    if path is not None:
+        return path
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    found = [p for p in (lib / n for n in ("tkinter/__init__.py", "_pydecimal.py", "turtle.py", "typing.py",
+                                           "inspect.py")) if p.is_file()]
+    return min(found, key=lambda p: abs(p.read_text(encoding="utf-8").count("\n") - 5000))
+
+
+def pick_model(root: Path, model: Path | None) -> tuple[Path, str]:
+    from engine.engine import default_model_path
+
+    if model is not None:
+        return model, f"checkpoint {model}"
+    default = default_model_path()
+    if (default / "model.safetensors").is_file() and (default / "tokenizer.json").is_file():
+        return default, "default model (trained)"
+    from bench.engine_speed import BENCH_SHAPE
+    from engine.testing import build_tiny_checkpoint
+
+    path = build_tiny_checkpoint(root / "lsp-bench", BENCH_SHAPE, canvas_length=64)
+    return path, "RANDOM checkpoint of the default model's shape (no trained model yet; tiny tokenizer)"
+
+
+class Client(LanguageClient):
+    """A pygls client that records dg/status and dg/draft and accepts every applyEdit."""
+
+    def __init__(self) -> None:
+        super().__init__("dg-lsp-bench", "1")
+        self.statuses: list[Any] = []
+        self.drafts: list[Any] = []
+        self.versions: dict[str, int] = {}
+        self._ids = itertools.count(1)
+
+        @self.feature("dg/status")
+        def status(params: Any) -> None:
+            self.statuses.append(params)
+
+        @self.feature("dg/draft")
+        def draft(params: Any) -> None:
+            self.drafts.append(params)
+
+        @self.feature(T.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def progress_create(params: Any) -> None:
+            return None
+
+        for method in (T.PROGRESS, T.WINDOW_SHOW_MESSAGE, T.WINDOW_LOG_MESSAGE):
+            self.feature(method)(lambda params: None)
+
+    def request_stats(self, rid: str) -> Any | None:
+        for s in reversed(self.statuses):
+            req = getattr(s, "request", None)
+            if req is not None and req.id == rid:
+                return req
+        return None
+
+    def configure(self, **settings: Any) -> None:
+        self.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"dg": settings}))
+
+    def type_text(self, uri: str, line: int, char: int, text: str, end: tuple[int, int] | None = None) -> None:
+        self.versions[uri] += 1
+        rng = T.Range(T.Position(line, char), T.Position(*(end or (line, char))))
+        self.text_document_did_change(T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+            content_changes=[T.TextDocumentContentChangePartial(range=rng, text=text)]))
+
+    def inline(self, uri: str, line: int, char: int) -> tuple[str, asyncio.Future]:
+        rid = f"bench-{next(self._ids)}"
+        params = T.InlineCompletionParams(
+            text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line, char),
+            context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic))
+        return rid, asyncio.ensure_future(self.protocol.send_request_async(T.TEXT_DOCUMENT_INLINE_COMPLETION,
+                                                                           params, rid))
+
+
+async def wait_for(pred, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := pred()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("server did not answer in time")
+        await asyncio.sleep(0.002)
+    return value
+
+
+def places(text: str, n: int, keys: int, seed: int = 0) -> list[tuple[int, str]]:
+    """`n` code lines (line number, the last `keys` characters to retype), spread over the file."""
+    lines = text.split("\n")
+    ok = [i for i, ln in enumerate(lines) if len(ln.strip()) > keys + 8 and not ln.strip().startswith(("#", '"'))]
+    rng = random.Random(seed)
+    return [(i, lines[i][-keys:]) for i in sorted(rng.sample(ok, n))]
+
+
+async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str]],
+                 verbose: bool = False) -> list[dict]:
+    """At each spot: delete the line's last characters (untimed), then retype them one keystroke at a time,
+    each keystroke followed by an inline request; time keystroke -> response."""
+    lines = text.split("\n")
+    rows = []
+    for line_no, tail in spots:
+        head = len(lines[line_no]) - len(tail)
+        client.type_text(uri, line_no, head, "", end=(line_no, len(lines[line_no])))
+        for k, ch in enumerate(tail):
+            t0 = time.perf_counter()
+            client.type_text(uri, line_no, head + k, ch)
+            rid, fut = client.inline(uri, line_no, head + k + 1)
+            res = await fut
+            ms = (time.perf_counter() - t0) * 1e3
+            stats = client.request_stats(rid)  # dg/status is written before the response
+            rows.append({"ms": ms, "first": k == 0, "item": bool(res and res.items),
+                         "engine_ms": getattr(stats, "engineMs", 0.0), "server_ms": getattr(stats, "serverMs", None),
+                         "reused": getattr(stats, "reusedPrefixTokens", 0), "cached": getattr(stats, "cached", None),
+                         "canvas_ms": getattr(stats, "canvasMs", None), "post_ms": getattr(stats, "postMs", None)})
+            if verbose:
+                print(rows[-1], file=sys.stderr)
+    return rows
+
+
+async def cancels(client: Client, uri: str, text: str, trials: int) -> list[int]:
+    """Start a fill, stop it at its first draft (alternately $/cancelRequest and a keystroke), read the count."""
+    lines = text.split("\n")
+    out = []
+    for i, (line_no, _) in enumerate(places(text, trials, 4, seed=1)):
+        col = len(lines[line_no])
+        rid, fut = client.inline(uri, line_no, col)
+        await wait_for(lambda rid=rid: any(d.requestId == rid for d in client.drafts))
+        if i % 2 == 0:
+            client.protocol.notify(T.CANCEL_REQUEST, T.CancelParams(id=rid))
+        else:
+            client.type_text(uri, line_no, col, " ")
+            client.type_text(uri, line_no, col, "", end=(line_no, col + 1))
+        try:
+            await fut
+        except Exception:  # the cancelled request's error response
+            pass
+        stats = await wait_for(lambda rid=rid: client.request_stats(rid))
+        if stats.stepsAfterCancel is not None:
+            out.append(stats.stepsAfterCancel)
+    return out
+
+
+def pcts(xs: list[float]) -> tuple[float, float]:
+    return round(median(xs), 2), round(percentile(xs, 0.95), 2)
+
+
+async def run(model: Path, label: str, file: Path, quick: bool, threads: int | None, verbose: bool) -> dict:
+    text = file.read_text(encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    client = Client()
+    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
+    t0 = time.perf_counter()
+    await client.initialize_async(T.InitializeParams(
+        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
+        initialization_options={"debounceMs": 0}))
+    client.initialized(T.InitializedParams())
+    await wait_for(lambda: any(s.state in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1].state != "ready":
+        raise RuntimeError(f"model failed to load: {client.statuses[-1].message}")
+    load_s = time.perf_counter() - t0
+    uri = file.resolve().as_uri()
+    client.versions[uri] = 1
+    client.text_document_did_open(T.DidOpenTextDocumentParams(
+        T.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+
+    n, keys = (4, 5) if quick else (12, 8)
+    spots = places(text, 2 * n + 2, keys)
+    # Overhead: few denoising steps (the engine's time is subtracted anyway; this only saves bench time).
+    client.configure(steps=4)
+    await replay(client, uri, text, spots[:2])  # warm-up: imports, allocator, first engine call
+    overhead = await replay(client, uri, text, spots[2:n + 2], verbose)
+    client.configure(debounceMs=75, steps=None)  # the defaults: keystroke-to-item as a user sees it
+    e2e = await replay(client, uri, text, spots[n + 2:], verbose)
+    client.configure(debounceMs=0, drafts=True, steps=64)
+    after_cancel = await cancels(client, uri, text, 4 if quick else 10)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+
+    over = [r["ms"] - r["engine_ms"] for r in overhead]
+    handler = [r["server_ms"] for r in overhead if r["server_ms"] is not None]
+    canvas = [r["canvas_ms"] for r in overhead if r["canvas_ms"] is not None]
+    post = [r["post_ms"] for r in overhead if r["post_ms"] is not None]
+    cold = [r["ms"] for r in e2e if r["first"]]
+    warm = [r["ms"] for r in e2e if not r["first"]]
+    out = {
+        "model": label, "model_path": str(model), "file": str(file), "lines": text.count("\n"),
+        "load_s": round(load_s, 2), "keystrokes": len(overhead) + len(e2e), "debounce_ms": 75,
+        "server_overhead_ms_p50": pcts(over)[0], "server_overhead_ms_p95": pcts(over)[1],
+        "handler_ms_p50": pcts(handler)[0], "handler_ms_p95": pcts(handler)[1],
+        "canvas_ms_p50": pcts(canvas)[0], "canvas_ms_p95": pcts(canvas)[1],
+        "postprocess_ms_p50": pcts(post)[0], "postprocess_ms_p95": pcts(post)[1],
+        "e2e_ms_p50": pcts([r["ms"] for r in e2e])[0], "e2e_ms_p95": pcts([r["ms"] for r in e2e])[1],
+        "e2e_cold_ms_p50": pcts(cold)[0], "e2e_cold_ms_p95": pcts(cold)[1],
+        "e2e_prefix_cache_ms_p50": pcts(warm)[0], "e2e_prefix_cache_ms_p95": pcts(warm)[1],
+        "engine_ms_p50": pcts([r["engine_ms"] for r in e2e])[0],
+        "reused_prefix_tokens_p50": median([r["reused"] for r in e2e if not r["first"]]),
+        "items_shown": sum(r["item"] for r in e2e), "steps_after_cancel": after_cancel,
+        "steps_after_cancel_max": max(after_cancel) if after_cancel else None,
+        "threads": threads, "quick": quick,
+    }
+    out["targets_met"] = {k: out[k] is not None and out[k] <= v for k, v in TARGETS.items()}
+    return out
+
+
+def table(r: dict) -> str:
+    rows = [
+        ("file", f"{r['file']} ({r['lines']} lines)"), ("model", r["model"]),
+        ("keystrokes", r["keystrokes"]),
+        ("server overhead p50 / p95 (ms)", f"{r['server_overhead_ms_p50']} / {r['server_overhead_ms_p95']}"),
+        ("  handler only p50 / p95 (ms)", f"{r['handler_ms_p50']} / {r['handler_ms_p95']}"),
+        ("    canvas p50 / p95 (ms)", f"{r['canvas_ms_p50']} / {r['canvas_ms_p95']}"),
+        ("    postprocess p50 / p95 (ms)", f"{r['postprocess_ms_p50']} / {r['postprocess_ms_p95']}"),
+        ("keystroke->item p50 / p95 (ms)", f"{r['e2e_ms_p50']} / {r['e2e_ms_p95']} (debounce 75 ms included)"),
+        ("  cold p50 / p95 (ms)", f"{r['e2e_cold_ms_p50']} / {r['e2e_cold_ms_p95']}"),
+        ("  prefix cache p50 / p95 (ms)", f"{r['e2e_prefix_cache_ms_p50']} / {r['e2e_prefix_cache_ms_p95']}"
+                                          f" (reused tokens p50 {r['reused_prefix_tokens_p50']})"),
+        ("  engine time p50 (ms)", r["engine_ms_p50"]),
+        ("steps after a cancel (max)", f"{r['steps_after_cancel_max']} of {r['steps_after_cancel']}"),
+        ("targets met", r["targets_met"]),
+    ]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: shipped model, else random)")
+    ap.add_argument("--file", type=Path, default=None, help="source file to type into (default: a stdlib module)")
+    ap.add_argument("--quick", action="store_true", help="fewer keystrokes (seconds), for smoke tests")
+    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the server process")
+    ap.add_argument("--verbose", action="store_true", help="print every keystroke's figures to stderr")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, label = pick_model(Path(tmp), args.model)
+        result = asyncio.run(run(model, label, pick_file(args.file), args.quick, args.threads, args.verbose))
+    print(table(result))
+    emit(result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
