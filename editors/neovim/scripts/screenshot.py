@@ -22,6 +22,7 @@ import unicodedata
 from pathlib import Path
 
 PLUGIN = Path(__file__).resolve().parents[1]
+ROOT = PLUGIN.parents[1]
 STUB = PLUGIN / "tests" / "stub_server.py"
 FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/liberation"]
 FONTS = {  # (bold, italic) -> file name, first found wins
@@ -58,7 +59,7 @@ vim.o.laststatus = 2
 vim.o.swapfile = false
 vim.o.shortmess = vim.o.shortmess .. "I"
 vim.o.statusline = " %f %m%=%{{v:lua.require'dg'.statusline()}} "
-require("dg").setup({{ cmd = {cmd}, settings = {settings} }})
+require("dg").setup({{ cmd = {cmd}, cmd_env = {{ PYTHONPATH = {root} }}, settings = {settings} }})
 """
 
 
@@ -227,8 +228,9 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
         settings = {"modelPath": args.model_path} if args.model_path else {}
     settings.update(json.loads(args.settings))
     init = work / "init.lua"
-    init.write_text(INIT.format(plugin=lua(str(PLUGIN)), cmd=lua(cmd), settings=lua(settings) if settings
-                                else "vim.empty_dict()"))
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    init.write_text(INIT.format(plugin=lua(str(PLUGIN)), cmd=lua(cmd), root=lua(pythonpath),
+                                settings=lua(settings) if settings else "vim.empty_dict()"))
     sock = work / "nvim.sock"
     tmux = ["tmux", "-L", f"dg-shot-{os.getpid()}", "-f", "/dev/null"]
     env_cmd = (f"cd {work} && COLORTERM=truecolor exec {find_nvim()} --listen {sock} -n -u {init} "
@@ -239,15 +241,24 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
         subprocess.run(tmux + ["set-option", "-g", "status", "off"], check=True)
         wait_for(sock.exists, 30, "nvim to listen")
         nvim = pynvim.attach("socket", path=str(sock))
-        wait_for(lambda: nvim.exec_lua("return require('dg').statusline()").startswith("dg: ready"),
-                 args.timeout, "the server to be ready")
+
+        def call(code: str):
+            # A message prompt (e.g. "Client dg quit") blocks nvim_exec_lua: fail with the screen instead.
+            if nvim.api.get_mode()["blocking"]:
+                screen = subprocess.run(tmux + ["capture-pane", "-p", "-t", "dg"], capture_output=True,
+                                        text=True).stdout
+                raise TimeoutError("Neovim is waiting at a prompt:\n" + screen.rstrip())
+            return nvim.exec_lua(code)
+
+        wait_for(lambda: call("return require('dg').statusline()").startswith("dg: ready"), args.timeout,
+                 "the server to be ready")
         line, keys = TYPE_AT
         nvim.command(f"normal! {line}G")
         nvim.input("A")
         for key in keys:
             nvim.input(key)
             time.sleep(0.08)
-        wait_for(lambda: nvim.exec_lua("return require('dg.inline').visible(0)"), args.timeout, "ghost text")
+        wait_for(lambda: call("return require('dg.inline').visible(0)"), args.timeout, "ghost text")
         time.sleep(0.6)  # let the statusline show the latency and the TUI flush
         ghost = nvim.exec_lua("return require('dg.inline').visible(0)")
         text = subprocess.run(tmux + ["capture-pane", "-p", "-e", "-t", "dg"], check=True,

@@ -6,6 +6,8 @@ local M = {}
 M.defaults = {
   -- Command that starts the server over stdio. Tests use { python, "-m", "dg_lsp" }.
   cmd = { "dg-lsp" },
+  -- Extra environment for the server process, e.g. { CUDA_VISIBLE_DEVICES = "1" }.
+  cmd_env = nil,
   -- nil: every filetype (the server's own `languages` setting filters further).
   filetypes = nil,
   root_markers = { ".git" },
@@ -42,7 +44,7 @@ function M.resolve(opts)
     return cfg, { "setup() takes a table" }
   end
   for key, value in pairs(opts) do
-    if M.defaults[key] == nil and key ~= "filetypes" and key ~= "drafts" then
+    if M.defaults[key] == nil and key ~= "filetypes" and key ~= "drafts" and key ~= "cmd_env" then
       table.insert(errors, ("unknown option %q"):format(tostring(key)))
     elseif key == "cmd" then
       local ok = (type(value) == "table" and #value > 0) or type(value) == "function"
@@ -68,6 +70,11 @@ function M.resolve(opts)
       check(errors, type(value) == "table", "settings must be a table")
       if type(value) == "table" then
         cfg.settings = vim.deepcopy(value)
+      end
+    elseif key == "cmd_env" then
+      check(errors, type(value) == "table", "cmd_env must be a table of environment variables")
+      if type(value) == "table" then
+        cfg.cmd_env = value
       end
     elseif key == "filetypes" or key == "root_markers" then
       check(errors, value == nil or type(value) == "table", key .. " must be a list")

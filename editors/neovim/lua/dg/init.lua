@@ -98,6 +98,7 @@ function M.setup(opts)
 
   vim.lsp.config("dg", {
     cmd = cfg.cmd,
+    cmd_env = cfg.cmd_env,
     filetypes = cfg.filetypes,
     -- Without a filetype list Neovim would also start a client for the empty buffer at startup
     -- (rooted at the cwd); only files with a name and a filetype get one.
