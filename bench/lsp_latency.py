@@ -1,6 +1,6 @@
 """Editor latency through the real server over stdio: typing replayed on a ~5,000-line standard-library file.
 
-    python -m bench.lsp_latency [--model DIR] [--file PATH] [--quick] [--threads N]
+    python -m bench.lsp_latency [--model DIR] [--file PATH] [--quick] [--verbose]
 
 Three measurements, one server process, a pygls client speaking LSP over the server's stdin/stdout:
 1. server overhead: for each keystroke (didChange + textDocument/inlineCompletion, debounce 0), the client's
@@ -186,12 +186,10 @@ def pcts(xs: list[float]) -> tuple[float, float]:
     return round(median(xs), 2), round(percentile(xs, 0.95), 2)
 
 
-async def run(model: Path, label: str, file: Path, quick: bool, threads: int | None, verbose: bool) -> dict:
+async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -> dict:
     text = file.read_text(encoding="utf-8")
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
     client = Client()
     await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
     t0 = time.perf_counter()
@@ -242,7 +240,7 @@ async def run(model: Path, label: str, file: Path, quick: bool, threads: int | N
         "reused_prefix_tokens_p50": median([r["reused"] for r in e2e if not r["first"]]),
         "items_shown": sum(r["item"] for r in e2e), "steps_after_cancel": after_cancel,
         "steps_after_cancel_max": max(after_cancel) if after_cancel else None,
-        "threads": threads, "quick": quick,
+        "quick": quick,
     }
     out["targets_met"] = {k: out[k] is not None and out[k] <= v for k, v in TARGETS.items()}
     return out
@@ -273,12 +271,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: shipped model, else random)")
     ap.add_argument("--file", type=Path, default=None, help="source file to type into (default: a stdlib module)")
     ap.add_argument("--quick", action="store_true", help="fewer keystrokes (seconds), for smoke tests")
-    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the server process")
     ap.add_argument("--verbose", action="store_true", help="print every keystroke's figures to stderr")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         model, label = pick_model(Path(tmp), args.model)
-        result = asyncio.run(run(model, label, pick_file(args.file), args.quick, args.threads, args.verbose))
+        result = asyncio.run(run(model, label, pick_file(args.file), args.quick, args.verbose))
     print(table(result))
     emit(result)
     return result

@@ -18,10 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def server_env() -> dict[str, str]:
-    """Offline, CPU, one BLAS thread (2 shared cores: oversubscribed torch threads make tiny models 30x slower),
-    and the checkout importable without `pip install -e .`."""
+    """Offline, CPU, and the checkout importable without `pip install -e .`."""
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
     return env
 

@@ -1,0 +1,252 @@
+"""`python -m dg_lsp.demo` (`make demo`): drive the real server as an editor would and show what it does.
+
+Starts `dg-lsp` as a subprocess speaking LSP over stdio, opens a sample Python file, asks for fills at a few
+cursor positions and for a rewrite of a selection (workspace/executeCommand), and prints the canvas forming
+step by step (from dg/draft notifications), the edit the server applied (workspace/applyEdit, applied to the
+demo's own copy of the file and sent back as didChange, as an editor does) and each request's latency.
+
+    python -m dg_lsp.demo [--model DIR]
+
+Without --model it uses the shipped default model; when that is missing it says so and builds a tiny random
+checkpoint in a temporary directory (its fills are random tokens: the demo then shows the mechanics only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as T
+from pygls.lsp.client import LanguageClient
+
+from dg_lsp.documents import offset_at
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SAMPLE = "\n".join([
+    "import math",
+    "",
+    "",
+    "class Circle:",
+    "    def __init__(self, radius):",
+    "        self.radius = radius",
+    "",
+    "    def area(self):",
+    "        return ",
+    "",
+    "    def scaled(self, factor):",
+    "",
+    "",
+    "def describe(shapes):",
+    "    total = sum(s.area() for s in shapes)",
+    "    print()",
+    "    return total",
+    "",
+])
+# (what, line, character) for the fills, bottom-up so an applied fill does not move the next one; then a
+# rewrite of the body of describe().
+FILLS = [("inside `print()`", 15, 10), ("empty method body", 11, 8), ("after `return`", 8, 15)]
+
+TTY = sys.stdout.isatty()
+
+
+def style(text: str, code: str) -> str:
+    return f"\033[{code}m{text}\033[0m" if TTY else text
+
+
+def one_line(text: str, width: int) -> str:
+    """A draft on one terminal line: newlines shown as ⏎, cut to the width."""
+    flat = text.replace("\n", "⏎").replace("\t", "→")
+    flat = "".join(c if c.isprintable() else "·" for c in flat)
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class Editor(LanguageClient):
+    """A tiny editor: one open document it keeps in sync, applying the server's edits to its own text."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__("dg-lsp-demo", "1")
+        self.width = width
+        self.text = ""
+        self.uri = ""
+        self.version = 0
+        self.statuses: list[Any] = []
+        self.applied: list[T.TextEdit] = []
+        self.shown_steps = 0
+
+        @self.feature("dg/status")
+        def status(params: Any) -> None:
+            self.statuses.append(params)
+
+        @self.feature("dg/draft")
+        def draft(params: Any) -> None:
+            self.show_draft(params)
+
+        @self.feature(T.WORKSPACE_APPLY_EDIT)
+        def apply_edit(params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
+            return self.apply(params)
+
+        @self.feature(T.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def progress_create(params: Any) -> None:
+            return None
+
+        @self.feature(T.WINDOW_SHOW_MESSAGE)
+        def show_message(params: T.ShowMessageParams) -> None:
+            print(style(f"  server says: {params.message}", "33"))
+
+        for method in (T.PROGRESS, T.WINDOW_LOG_MESSAGE):
+            self.feature(method)(lambda params: None)
+
+    def show_draft(self, d: Any) -> None:
+        # Long runs print every k-th step so a fill stays on one screen; the last step always shows.
+        every = max(1, d.steps // 16)
+        if d.done or d.step % every == 0 or d.step == 1:
+            label = "final" if d.done else f"step {d.step:>3}/{d.steps}"
+            print(style(f"    {label} │ ", "2") + one_line(d.text, self.width - 18))
+
+    def open(self, uri: str, text: str) -> None:
+        self.uri, self.text, self.version = uri, text, 1
+        self.text_document_did_open(T.DidOpenTextDocumentParams(
+            T.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+
+    def apply(self, params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
+        (change,) = params.edit.document_changes
+        if change.text_document.version != self.version:
+            return T.ApplyWorkspaceEditResult(applied=False, failure_reason="stale version")
+        (edit,) = change.edits
+        start = offset_at(self.text, edit.range.start.line, edit.range.start.character, "utf-16")
+        end = offset_at(self.text, edit.range.end.line, edit.range.end.character, "utf-16")
+        self.text = self.text[:start] + edit.new_text + self.text[end:]
+        self.version += 1
+        self.applied.append(edit)
+        self.text_document_did_change(T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            content_changes=[T.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text)]))
+        return T.ApplyWorkspaceEditResult(applied=True)
+
+    def last_request(self) -> Any | None:
+        for s in reversed(self.statuses):
+            if getattr(s, "request", None) is not None:
+                return s.request
+        return None
+
+
+def pick_model(model: Path | None, tmp: Path) -> tuple[Path | None, str]:
+    """(path for --model or None for the default, label)."""
+    if model is not None:
+        return model, f"checkpoint {model}"
+    from engine.engine import default_model_path
+
+    default = default_model_path()
+    if (default / "model.safetensors").is_file():
+        return None, f"default model ({default})"
+    print(style(f"No trained default model at {default}: building a tiny RANDOM checkpoint in a temp dir.", "33"))
+    print(style("Its fills are random tokens; this run shows the mechanics (drafts, edits, latency), not quality.",
+                "33"))
+    from engine.testing import build_tiny_checkpoint
+
+    return build_tiny_checkpoint(tmp / "tiny-random", "mixed", canvas_length=16), "TINY RANDOM checkpoint"
+
+
+def show_region(text: str, first: int, last: int, changed: tuple[int, int]) -> None:
+    lines = text.split("\n")
+    for i in range(max(first, 0), min(last + 1, len(lines))):
+        mark = style("▌", "32") if changed[0] <= i <= changed[1] else " "
+        print(f"    {i + 1:>3} {mark} {lines[i]}")
+
+
+async def run_command(ed: Editor, command: str, argument: dict, what: str) -> dict:
+    before = len(ed.applied)
+    t0 = time.perf_counter()
+    result = await ed.workspace_execute_command_async(T.ExecuteCommandParams(command=command,
+                                                                             arguments=[argument]))
+    ms = (time.perf_counter() - t0) * 1e3
+    req = ed.last_request()
+    if result["applied"] and len(ed.applied) > before:
+        edit = ed.applied[-1]
+        n_new = edit.new_text.count("\n")
+        start = edit.range.start.line
+        print(style(f"  applied ({what}):", "32"))
+        show_region(ed.text, start - 2, start + n_new + 2, (start, start + n_new))
+    else:
+        print(style(f"  not applied: {result['reason']}", "33"))
+    extra = ""
+    if req is not None:
+        extra = (f" (engine {req.engineMs:.0f} ms, {req.steps} steps, server {req.serverMs:.1f} ms, "
+                 f"prefix KV reused {req.reusedPrefixTokens} tokens)")
+    print(f"  latency: {style(f'{ms:.0f} ms', '1')}{extra}\n")
+    return {"what": what, "ms": ms, "applied": bool(result["applied"])}
+
+
+async def demo(model: Path | None, label: str, workdir: Path) -> list[dict]:
+    width = shutil.get_terminal_size((100, 20)).columns
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    cmd = ["-m", "dg_lsp", *(["--model", str(model)] if model is not None else [])]
+    ed = Editor(width)
+    await ed.start_io(sys.executable, *cmd, env=env)
+    print(f"model: {style(label, '1')}")
+    t0 = time.perf_counter()
+    await ed.initialize_async(T.InitializeParams(
+        capabilities=T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(apply_edit=True)),
+        initialization_options={"drafts": True}))
+    ed.initialized(T.InitializedParams())
+    while not any(s.state in ("ready", "error") for s in ed.statuses):
+        await asyncio.sleep(0.01)
+    if ed.statuses[-1].state != "ready":
+        raise SystemExit(f"the server could not load the model: {ed.statuses[-1].message}")
+    print(f"server ready in {time.perf_counter() - t0:.1f} s\n")
+
+    path = workdir / "shapes.py"
+    path.write_text(SAMPLE)
+    ed.open(path.as_uri(), SAMPLE)
+    print(style(f"opened {path.name}:", "1"))
+    show_region(SAMPLE, 0, SAMPLE.count("\n"), (-1, -1))
+    print()
+
+    rows = []
+    for what, line, char in FILLS:
+        shown = ed.text.split("\n")[line]
+        print(style(f"▶ fill hole {what}: line {line + 1}, col {char + 1}", "1") + f"   {shown[:char]}▮{shown[char:]}")
+        rows.append(await run_command(ed, "dg.fillHole", {"textDocument": {"uri": ed.uri},
+                                                           "position": {"line": line, "character": char}}, what))
+    # Fills may have added lines: find describe()'s body again, from its header to its `return`.
+    what = "the body of describe()"
+    lines = ed.text.split("\n")
+    l0 = next(i for i, ln in enumerate(lines) if ln.startswith("def describe")) + 1
+    l1 = next(i for i in range(l0, len(lines)) if lines[i].strip().startswith("return"))
+    c0, c1 = 0, len(lines[l1])
+    print(style(f"▶ rewrite selection: {what} (lines {l0 + 1}-{l1 + 1})", "1"))
+    rows.append(await run_command(ed, "dg.rewriteSelection", {
+        "textDocument": {"uri": ed.uri}, "widen": False,
+        "range": {"start": {"line": l0, "character": c0}, "end": {"line": l1, "character": c1}}}, what))
+
+    await ed.shutdown_async(None)
+    ed.exit(None)
+    await ed.stop()
+    print(style("latency per request", "1"))
+    for r in rows:
+        print(f"  {r['what']:<28} {r['ms']:>8.0f} ms   {'applied' if r['applied'] else 'not applied'}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: the shipped model)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(prefix="dg-demo-") as tmp:
+        model, label = pick_model(args.model, Path(tmp))
+        asyncio.run(demo(model, label, Path(tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
