@@ -308,6 +308,20 @@ def test_stub_rewrite_replaces_selected_lines_one_undo(editor, tmp_path):
     wait_for(lambda: editor.lines()[:4] == original, 5, "one undo to restore")
 
 
+def test_stub_rewrite_charwise_selection_sends_just_those_characters(editor, tmp_path):
+    editor.setup(STUB_CMD, stub_settings(tmp_path))
+    editor.open("demo.py", "x = fé(1) + 2\n")
+    editor.wait_ready(30)
+    editor.nvim.input("0ffvf):DgRewrite<CR>")  # select "fé(1)"
+    wait_for(lambda: editor.lines()[0] != "x = fé(1) + 2", 10, "the rewrite")
+    assert editor.lines() == ["x = rewritten_0() + 2"]
+    rewrite = next(e for e in stub_events(tmp_path) if e["event"] == "rewrite")
+    # In the negotiated position encoding: é is 2 UTF-8 bytes, 1 UTF-16 unit, 1 code point.
+    encoding = editor.lua("return vim.lsp.get_clients({name = 'dg'})[1].offset_encoding")
+    end = {"utf-8": 10, "utf-16": 9, "utf-32": 9}[encoding]
+    assert rewrite["range"] == {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": end}}
+
+
 def test_stub_fill_command(editor, tmp_path):
     editor.setup(STUB_CMD, stub_settings(tmp_path, stubText="42"))
     editor.open("demo.py", "x = f()\n")
