@@ -32,7 +32,7 @@ case "${DG_E2E:-auto}" in
       step "e2e: skipped (run test/e2e/setup.sh once, or DG_E2E=1)"; exit 0
     fi ;;
 esac
-if ! "$PY" -c "import dg_lsp.server" >/dev/null 2>&1; then
+if ! PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c "import dg_lsp.server" >/dev/null 2>&1; then
   # Without the Python server the harness still runs against the protocol stub (canned answers).
   [ "${DG_E2E:-auto}" = 1 ] && { echo "e2e: $PY cannot import dg_lsp.server" >&2; exit 1; }
   SERVER=stub
