@@ -42,10 +42,11 @@ def check(model: str | None) -> int:
     """Load the model and fill one canvas; one JSON object on stdout."""
     out: dict = {"ok": False, "model": model or "default"}
     try:
-        from engine.engine import Engine
+        from dg_lsp.config import Settings
+        from dg_lsp.worker import load_engine
 
         t0 = time.perf_counter()
-        eng = Engine.from_pretrained(model)
+        eng = load_engine(Settings(model_path=model))
         out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
                    load_ms=round((time.perf_counter() - t0) * 1e3, 1))
         length = min(eng.infill_format.canvas_lengths)
