@@ -46,12 +46,12 @@ elif [ -n "${DG_E2E_MODEL:-}" ] || [ -d "$REPO_ROOT/engine/default_model" ]; the
   "$NODE24" test/e2e/run.mjs --server real
 else
   # No shipped model yet: a tiny random checkpoint. Its ghost text is random tokens (it must still appear and
-  # Tab must accept it), but for a rewrite or a fill it often answers "empty fill", so those two scenarios
+  # Tab must accept it), but for a rewrite or a fill it often answers "empty fill", so those scenarios (and the code action)
   # check the editor side against the protocol stub instead.
   TINY="$EXT_DIR/.e2e/tiny-model"
   [ -f "$TINY/config.json" ] || (cd "$REPO_ROOT" && "$PY" -c "from engine.testing import build_tiny_checkpoint; build_tiny_checkpoint('$TINY')")
   step "e2e (code-server + chromium + dg-lsp, tiny random checkpoint)"
   "$NODE24" test/e2e/run.mjs --server real --model "$TINY" --only ghost,toggle
-  step "e2e (code-server + chromium + protocol stub server: rewrite, fill)"
-  "$NODE24" test/e2e/run.mjs --server stub --only rewrite,fill
+  step "e2e (code-server + chromium + protocol stub server: rewrite, fill, code action)"
+  "$NODE24" test/e2e/run.mjs --server stub --only rewrite,fill,codeaction
 fi

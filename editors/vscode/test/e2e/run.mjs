@@ -6,11 +6,12 @@
 //   2. ghost text appears after typing a function header, and Tab accepts exactly it;
 //   3. "Dg: Rewrite Selection" replaces exactly the selection, and one undo restores the file;
 //   4. "Dg: Fill Hole" fills at the cursor without touching the rest, and one undo restores the file;
-//   5. "Dg: Toggle" shows "off" and stops ghost text; toggling again brings it back.
+//   5. the server's "Rewrite selection" code action (Ctrl+.) rewrites the selection in one undo step;
+//   6. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again.
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
 //          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
-//          --only ghost,rewrite,fill,toggle (a subset; the status scenario always runs first)
+//          --only ghost,rewrite,fill,codeaction,toggle (a subset; the status scenario always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -130,6 +131,7 @@ const FILES = {
   "calc.py": "import math\n\n\n",
   "greet.py": 'def greet(name):\n    message = "hello " + name\n    return message\n',
   "toggle.py": "import os\n\n\n",
+  "action.py": "def total(xs):\n    s = sum(xs)\n    return s\n",
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
 };
 
@@ -302,6 +304,32 @@ async function fillHoleAndUndo(page, ctx) {
   if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
 }
 
+async function codeActionRewrite(page, ctx) {
+  await openFile(page, "action.py");
+  const before = FILES["action.py"];
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Shift+Home");
+  // Ctrl+. lists the server's code actions; its "Rewrite selection" runs the command the language client
+  // registered for the server's dg.rewriteSelection.
+  await page.keyboard.press("Control+.");
+  const item = page.locator(".action-widget .monaco-list-row", { hasText: "Rewrite selection" });
+  await item.first().waitFor({ timeout: 30_000 });
+  await item.first().click();
+  await waitForEdit(page, "the code action's rewrite");
+  const after = await saveAndRead(page, ctx, "action.py");
+  log(`after code action: ${JSON.stringify(after)}`);
+  const prefix = "def total(xs):\n    ";
+  const suffix = "\n    return s\n";
+  if (!after.startsWith(prefix) || !after.endsWith(suffix) || after === before) {
+    throw new Error(`the code action did not rewrite exactly the selection: ${JSON.stringify(after)}`);
+  }
+  await page.keyboard.press("Control+z");
+  const undone = await saveAndRead(page, ctx, "action.py");
+  if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
+}
+
 async function toggleOffAndOn(page) {
   const statusLog = () => page.evaluate(() => window.__dgStatus.length);
   const statusSince = (n) => page.evaluate((k) => window.__dgStatus.slice(k), n);
@@ -399,6 +427,7 @@ async function main() {
       ["ghost", "ghost text after a function header; Tab accepts it", ghostTextAndTab],
       ["rewrite", "Dg: Rewrite Selection replaces exactly the selection; one undo restores", rewriteSelectionAndUndo],
       ["fill", "Dg: Fill Hole fills at the cursor; one undo restores", fillHoleAndUndo],
+      ["codeaction", "the server's 'Rewrite selection' code action (Ctrl+.) rewrites the selection", codeActionRewrite],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key));
     for (const [i, [, name, fn]] of scenarios.entries()) {

@@ -44,7 +44,16 @@ const handlers = {
     const at = { line: position.line, character: position.character };
     return { items: [{ insertText: "return a + b", range: { start: at, end: at } }] };
   },
-  "textDocument/codeAction": () => [],
+  // Same shape as dg-lsp: plain Commands, "Rewrite selection" only for a non-empty range.
+  "textDocument/codeAction": ({ textDocument, range }) => {
+    const doc = { uri: textDocument.uri };
+    const actions = [{ title: "Fill hole", command: "dg.fillHole", arguments: [{ textDocument: doc, position: range.start }] }];
+    const empty = range.start.line === range.end.line && range.start.character === range.end.character;
+    if (!empty) {
+      actions.push({ title: "Rewrite selection", command: "dg.rewriteSelection", arguments: [{ textDocument: doc, range, widen: false }] });
+    }
+    return actions;
+  },
   "workspace/executeCommand": async ({ command, arguments: [args] }) => {
     const doc = docs.get(args.textDocument.uri);
     const range = command === "dg.rewriteSelection" ? args.range : { start: args.position, end: args.position };
