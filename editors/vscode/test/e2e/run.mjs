@@ -4,7 +4,8 @@
 // (`<repo>/.venv/bin/python -m dg_lsp`). Prepare once with test/e2e/setup.sh. Scenarios:
 //   1. the status bar goes loading -> ready (recorded from page load on);
 //   2. ghost text appears after typing a function header, and Tab accepts exactly it;
-//   3. "Dg: Rewrite Selection" replaces exactly the selection, and one undo restores the file;
+//   3. "Dg: Rewrite Selection" is in the context menu of a selection; from the palette it replaces exactly
+//      the selection, and one undo restores the file;
 //   4. "Dg: Fill Hole" fills at the cursor without touching the rest, and one undo restores the file;
 //   5. the server's "Rewrite selection" code action (Ctrl+.) rewrites the selection in one undo step;
 //   6. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again.
@@ -272,6 +273,13 @@ async function rewriteSelectionAndUndo(page, ctx) {
   const prefix = "def greet(name):\n    ";
   const selected = 'message = "hello " + name';
   const suffix = "\n    return message\n";
+  // The editor's context menu offers it while there is a selection.
+  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  if (!box) throw new Error("no visible selection");
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
+  const menuItem = page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection" });
+  await menuItem.first().waitFor({ timeout: 15_000 });
+  await page.keyboard.press("Escape");
   await runCommand(page, "Dg: Rewrite Selection");
   await waitForEdit(page, "the rewrite");
   const after = await saveAndRead(page, ctx, "greet.py");
