@@ -210,14 +210,16 @@ class DgServer(LanguageServer):
         else:
             raw, reason = await self._run_engine(snap, hole, req, request_id, kind, progress_token, stats)
         fill = None
-        if self.doc_version(snap.uri) != snap.version:  # also explains a cancel caused by a keystroke
-            reason = "document changed"
-        if reason is None:
+        if reason is None and self.doc_version(snap.uri) == snap.version:
+            # Post-processing re-parses the file with the fill (tree-sitter releases the GIL): off the loop,
+            # so a pathological fill cannot stall keystrokes.
             t_post = time.perf_counter()
-            fill = postprocess(snap, hole, raw)
+            fill = await asyncio.to_thread(postprocess, snap, hole, raw)
             stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
             if not fill:
                 fill, reason = None, "empty fill"
+        if self.doc_version(snap.uri) != snap.version:  # also explains a cancel caused by a keystroke
+            fill, reason = None, "document changed"
         total = (time.perf_counter() - t0) * 1e3
         stats["totalMs"] = round(total, 3)
         stats["serverMs"] = round(total - stats["engineMs"], 3)
