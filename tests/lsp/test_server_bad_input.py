@@ -152,3 +152,21 @@ async def test_invalid_settings_warn_and_fall_back(client):
     await wait_for(lambda: len(client.messages) >= before + 4)
     client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"steps": 4}))
     await still_serving(client)
+
+
+async def test_bad_model_path_reports_an_error_then_recovers(client, tiny_ckpt):
+    before = len(client.messages)
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
+        settings={"modelPath": str(tiny_ckpt.parent / "no-such-model")}))
+    await wait_for(lambda: client.statuses[-1]["state"] == "error", timeout=60)
+    errors = [m for m in client.messages[before:] if m.type == T.MessageType.Error]
+    assert errors and "no-such-model" in errors[0].message
+    uri = "file:///while-broken.txt"
+    open_doc(client, uri, TEXT, "plaintext")
+    res = await client.workspace_execute_command_async(
+        T.ExecuteCommandParams(command="dg.fillHole", arguments=fill_args(uri, 0, 5)))
+    assert res["applied"] is False and "not ready" in res["reason"]
+    assert await client.text_document_inline_completion_async(inline_params(uri, 0, 5)) is None
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"modelPath": None}))
+    await wait_for(lambda: client.statuses[-1]["state"] == "ready", timeout=60)
+    await still_serving(client)

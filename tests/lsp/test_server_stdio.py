@@ -74,6 +74,17 @@ def test_malformed_frames_get_errors_and_the_server_keeps_serving(tiny_ckpt):
         init, before = reader.until(response_to(1))
         assert "inlineCompletionProvider" in init["result"]["capabilities"]
         send(message(method="initialized", params={}))
+        # Asked while the model loads (torch alone takes over a second to import): an answer, not an error.
+        send(message(method="textDocument/didOpen", params={"textDocument": {
+            "uri": "file:///a.txt", "languageId": "plaintext", "version": 1, "text": "alpha beta\ngamma\n"}}))
+        send(message(id=10, method="textDocument/inlineCompletion", params={
+            "textDocument": {"uri": "file:///a.txt"}, "position": {"line": 0, "character": 5},
+            "context": {"triggerKind": 1}}))
+        early, seen = reader.until(response_to(10))
+        assert "error" not in early and early["result"] is None
+        statuses = [m["params"] for m in seen if m.get("method") == "dg/status"]
+        if statuses and statuses[-1]["state"] == "loading":
+            assert any("model not ready" in s["message"] for s in statuses)
         warnings = [m["params"]["message"] for m in before if m.get("method") == "window/showMessage"]
         assert any("steps" in w for w in warnings) and any("bogusKey" in w for w in warnings), before
 
@@ -94,8 +105,6 @@ def test_malformed_frames_get_errors_and_the_server_keeps_serving(tiny_ckpt):
         err, _ = reader.until(response_to(3))
         assert "unknown command" in err["error"]["message"]
 
-        send(message(method="textDocument/didOpen", params={"textDocument": {
-            "uri": "file:///a.txt", "languageId": "plaintext", "version": 1, "text": "alpha beta\ngamma\n"}}))
         reader.until(lambda m: m.get("method") == "dg/status" and m["params"]["state"] == "ready")
         send(message(id=4, method="workspace/executeCommand", params={"command": "dg.fillHole", "arguments": [
             {"textDocument": {"uri": "file:///a.txt"}, "position": {"line": 0, "character": 5}}]}))
