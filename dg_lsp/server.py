@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import importlib.metadata
 import itertools
 import logging
@@ -208,7 +207,7 @@ class DgServer(LanguageServer):
         if raw is not None:
             stats["cached"] = "lru"
         else:
-            raw, reason = await self._run_engine(snap, hole, req, request_id, kind, progress_token, stats)
+            raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats)
         fill = None
         if reason is None and self.doc_version(snap.uri) == snap.version:
             # Post-processing re-parses the file with the fill (tree-sitter releases the GIL): off the loop,
@@ -229,7 +228,7 @@ class DgServer(LanguageServer):
         self.send_status(request=stats)
         return Outcome(fill, reason, stats)
 
-    async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, request_id: str, kind: str,
+    async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, key: tuple, request_id: str, kind: str,
                           progress_token: T.ProgressToken | None, stats: dict) -> tuple[str, str | None]:
         s = self.settings
         ticket = self.worker.ticket(snap.uri, request_id, kind)
@@ -237,25 +236,18 @@ class DgServer(LanguageServer):
         job = EngineJob(list(req.context_ids), req.canvas_length, s.steps, s.entropy_bound, req.max_canvases,
                         on_step=on_step)
         self.send_status("busy")
-        res = None
         try:
             res = await self.worker.infill(ticket, job)
+        except asyncio.CancelledError:  # $/cancelRequest on an inline request: no answer, but the figures
+            _job_stats(stats, ticket, None)
+            self.send_status(request=dict(stats, reason="cancelled"))
+            raise
         finally:
             self.worker.release(ticket)
-            stats["steps"] = ticket.steps_done
-            stats["cancelled"] = ticket.steps_at_cancel is not None
-            stats["stepsAfterCancel"] = ticket.steps_after_cancel
-            if res is not None:
-                stats["steps"] = res.steps
-                stats["reusedPrefixTokens"] = res.reused_prefix_tokens
-                stats["engineMs"] = round(float(res.timings.get("total_ms", 0.0)), 3)
-            if ticket.steps_at_cancel is not None:
-                log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
-                         request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)
-                self.send_status(request=dict(stats, reason="cancelled"))
+        _job_stats(stats, ticket, res)
         if res is None or res.cancelled:
             return "", "cancelled"
-        self.fills.put(self.cache_key(req), res.text)
+        self.fills.put(key, res.text)  # the key of the settings the job ran with
         if self.settings.drafts:
             body = self._draft_body(snap, hole, request_id, res.steps, res.steps, res.text, True)
             self.protocol.notify(DRAFT, body)
@@ -268,11 +260,12 @@ class DgServer(LanguageServer):
             return None
         loop = asyncio.get_running_loop()
         notify = self.protocol.notify
-        make_body = functools.partial(self._draft_body, snap, hole, request_id)
+        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding)
 
         def on_step(draft: Any) -> None:  # engine thread: only hands messages to the loop
             if drafts:
-                body = make_body(draft.step, draft.steps, draft.text, False)
+                body = {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": draft.step,
+                        "steps": draft.steps, "text": draft.text, "range": rng, "done": False}
                 loop.call_soon_threadsafe(notify, DRAFT, body)
             if progress_token is not None:
                 pct = min(100, int(100 * draft.step / max(draft.steps, 1)))
@@ -420,6 +413,19 @@ class DgServer(LanguageServer):
         if fut is not None:
             fut.add_done_callback(
                 lambda f: f.cancelled() and self.worker.cancel_request(request_id, "progress cancelled"))
+
+
+def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:
+    """Fill the dg/status figures of one engine job from its ticket and result (None when it did not finish)."""
+    stats["steps"] = res.steps if res is not None else ticket.steps_done
+    stats["cancelled"] = ticket.steps_at_cancel is not None
+    stats["stepsAfterCancel"] = ticket.steps_after_cancel
+    if res is not None:
+        stats["reusedPrefixTokens"] = res.reused_prefix_tokens
+        stats["engineMs"] = round(float(res.timings.get("total_ms", 0.0)), 3)
+    if ticket.steps_at_cancel is not None:
+        log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
+                 ticket.request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)
 
 
 def _nat(v: Any) -> bool:
