@@ -8,11 +8,13 @@
 //      the selection, and one undo restores the file;
 //   4. "Dg: Fill Hole" fills at the cursor without touching the rest, and one undo restores the file;
 //   5. the server's "Rewrite selection" code action (Ctrl+.) rewrites the selection in one undo step;
-//   6. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again.
+//   6. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again;
+//   7. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
+//      status bar, and "Set the path" opens the Settings editor at dg.server.command (runs last).
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
 //          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
-//          --only ghost,rewrite,fill,codeaction,toggle (a subset; the status scenario always runs first)
+//          --only ghost,rewrite,fill,codeaction,toggle,missing (a subset; the status scenario always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -197,8 +199,11 @@ async function statusText(page) {
 // ---- scenarios -----------------------------------------------------------------------------------------
 
 async function statusLoadingToReady(page) {
-  await waitFor(async () => /Dg: ready/.test(await statusText(page)), FILL_TIMEOUT, "status 'Dg: ready'", page);
-  const seen = await page.evaluate(() => window.__dgStatus);
+  // Wait on the recorder itself (polled every 25 ms), not on the live text, so the sequence is complete.
+  const seen = await waitFor(async () => {
+    const recorded = await page.evaluate(() => window.__dgStatus);
+    return recorded.some((t) => /Dg: ready/.test(t)) ? recorded : undefined;
+  }, FILL_TIMEOUT, "status 'Dg: ready'", page);
   log(`status sequence: ${JSON.stringify(seen)}`);
   const loading = seen.findIndex((s) => /Dg: loading/.test(s));
   const ready = seen.findIndex((s) => /Dg: ready/.test(s));
@@ -249,7 +254,9 @@ async function ghostTextAndTab(page, ctx) {
     log("updated media/ghost-text.png");
   }
   await page.keyboard.press("Tab");
-  await waitFor(async () => !(await ghostText(page)).trim(), 10_000, "ghost text to go after Tab");
+  // No check that the ghost text is gone: after accepting, the editor asks again and may show the next one.
+  await page.waitForTimeout(300);
+  await page.keyboard.press("Escape");
   const after = await saveAndRead(page, ctx, "calc.py");
   log(`after Tab: ${JSON.stringify(after)}`);
   // Everything up to the header is untouched, and what follows it is the text that was shown.
@@ -371,6 +378,22 @@ async function toggleOffAndOn(page) {
   await page.keyboard.press("Escape");
 }
 
+async function missingServerCommand(page, ctx) {
+  // Point the extension at a command that does not exist (workspace settings override the user's); it
+  // restarts on dg.server.* changes.
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  const settings = { "dg.server.command": "dg-lsp-not-installed", "dg.server.pythonPath": null, "dg.server.args": [] };
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify(settings, null, 2));
+  const toast = page.locator(".notifications-toasts .notification-list-item", { hasText: "was not found" });
+  await toast.first().waitFor({ timeout: 30_000 });
+  const text = await toast.first().textContent();
+  if (!/"dg-lsp-not-installed" \(dg.server.command\) was not found/.test(text)) throw new Error(`unclear message: ${text}`);
+  await waitFor(async () => /Dg: error/.test(await statusText(page)), 10_000, "status 'Dg: error'");
+  await toast.first().locator(".monaco-button", { hasText: "Set the path" }).click();
+  const row = page.locator(".settings-editor .setting-item", { hasText: "Server: Command" });
+  await row.first().waitFor({ timeout: 15_000 });
+}
+
 // ---- main ----------------------------------------------------------------------------------------------
 
 async function main() {
@@ -437,6 +460,7 @@ async function main() {
       ["fill", "Dg: Fill Hole fills at the cursor; one undo restores", fillHoleAndUndo],
       ["codeaction", "the server's 'Rewrite selection' code action (Ctrl+.) rewrites the selection", codeActionRewrite],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
+      ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key));
     for (const [i, [, name, fn]] of scenarios.entries()) {
       if (i > 0 && !results[0]) {
@@ -446,7 +470,7 @@ async function main() {
       }
       const start = Date.now();
       try {
-        await fn(page, { ws });
+        await fn(page, { ws, ud });
         results.push(true);
         console.log(`ok ${i + 1} - ${name} (${((Date.now() - start) / 1000).toFixed(1)}s)`);
       } catch (err) {
