@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 from dg_lsp.canvas import build_request
+from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_command
 from dg_lsp.config import Settings, parse_settings
-from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
+from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import DocumentStore, Snapshot, offset_at, position_at
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, to_lsp_range
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
 
@@ -40,8 +40,6 @@ def server_version() -> str:
         return "0.1.0+checkout"
 
 
-FILL_HOLE = "dg.fillHole"
-REWRITE_SELECTION = "dg.rewriteSelection"
 STATUS = "dg/status"
 DRAFT = "dg/draft"
 
@@ -342,79 +340,6 @@ class DgServer(LanguageServer):
         item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
         return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
 
-    def code_actions(self, params: T.CodeActionParams) -> list[T.Command]:
-        uri = params.text_document.uri
-        if self.store.snapshot(uri) is None:
-            return []
-        doc = {"uri": uri}
-        rng = params.range
-        actions = [T.Command(title="Fill hole", command=FILL_HOLE,
-                             arguments=[{"textDocument": doc, "position": rng.start}])]
-        if rng.start != rng.end:
-            actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
-                                     arguments=[{"textDocument": doc, "range": rng, "widen": False}]))
-        return actions
-
-    async def run_command(self, params: T.ExecuteCommandParams) -> dict[str, Any]:
-        """dg.fillHole / dg.rewriteSelection: one fill, then exactly one workspace/applyEdit, or nothing."""
-        t0 = time.perf_counter()
-        rewrite = params.command == REWRITE_SELECTION
-        arg = parse_command_args(params.command, params.arguments)
-
-        def done(applied: bool, reason: str | None) -> dict[str, Any]:
-            ms = round((time.perf_counter() - t0) * 1e3, 1)
-            return {"applied": applied, "reason": reason, "latencyMs": ms}
-
-        uri = arg["uri"]
-        snap = self.store.snapshot(uri)
-        if snap is None:
-            return done(False, f"unknown document {uri}")
-        if rewrite:
-            start, end = self.offset(snap, arg["start"]), self.offset(snap, arg["end"])
-            if start is None or end is None or end < start:
-                raise JsonRpcInvalidParams(f"{params.command}: range is outside the document")
-        else:
-            start = end = self.offset(snap, arg["position"])
-            if start is None:
-                raise JsonRpcInvalidParams(f"{params.command}: position is outside the document")
-        if (why := self.not_ready()) is not None:
-            self.send_status(message=why)
-            return done(False, why)
-        hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
-        token = params.work_done_token
-        if token is not None:
-            title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
-            self.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
-            self._cancel_on_progress_cancel(token)
-        try:
-            out = await self.fill(snap, hole, self.request_id(), "command", token)
-        finally:
-            if token is not None:
-                self.work_done_progress.end(token, T.WorkDoneProgressEnd())
-        if out.fill is None:
-            return done(False, out.reason)
-        edit = lsp_text_edit(snap, hole, out.fill, self.encoding)
-        # Checked with no await before the send, so no didChange can slip in between.
-        if self.doc_version(uri) != snap.version:
-            return done(False, "document changed")
-        versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
-        doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
-        label = "dg: rewrite selection" if rewrite else "dg: fill hole"
-        res = await self.workspace_apply_edit_async(
-            T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
-        if not res.applied:
-            return done(False, res.failure_reason or "the client did not apply the edit")
-        return done(True, None)
-
-    def _cancel_on_progress_cancel(self, token: T.ProgressToken) -> None:
-        """window/workDoneProgress/cancel cancels the future pygls keeps for the token; cancel our job too."""
-        fut = self.work_done_progress.tokens.get(token)
-        request_id = self.request_id()
-        if fut is not None:
-            fut.add_done_callback(
-                lambda f: f.cancelled() and self.worker.cancel_request(request_id, "progress cancelled"))
-
-
 def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:
     """Fill the dg/status figures of one engine job from its ticket and result (None when it did not finish)."""
     stats["steps"] = res.steps if res is not None else ticket.steps_done
@@ -426,44 +351,6 @@ def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:
     if ticket.steps_at_cancel is not None:
         log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
                  ticket.request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)
-
-
-def _nat(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, Any]:
-    """Validate the one argument object of dg.fillHole / dg.rewriteSelection (docs/PROTOCOL.md)."""
-
-    def bad(what: str) -> JsonRpcInvalidParams:
-        return JsonRpcInvalidParams(f"{command}: {what}")
-
-    if not arguments or len(arguments) != 1 or not isinstance(arguments[0], dict):
-        raise bad("expected one argument object")
-    a = arguments[0]
-    doc = a.get("textDocument")
-    if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
-        raise bad("textDocument.uri (a string) is required")
-
-    def pos(v: Any, name: str) -> T.Position:
-        ok = isinstance(v, dict) and all(_nat(v.get(k)) for k in ("line", "character"))
-        if not ok:
-            raise bad(f"{name} must be {{line, character}} with non-negative integers")
-        return T.Position(line=v["line"], character=v["character"])
-
-    out: dict[str, Any] = {"uri": doc["uri"], "widen": False}
-    if command == REWRITE_SELECTION:
-        r = a.get("range")
-        if not isinstance(r, dict):
-            raise bad("range is required")
-        out["start"], out["end"] = pos(r.get("start"), "range.start"), pos(r.get("end"), "range.end")
-        widen = a.get("widen", False)
-        if not isinstance(widen, bool):
-            raise bad("widen must be a boolean")
-        out["widen"] = widen
-    else:
-        out["position"] = pos(a.get("position"), "position")
-    return out
 
 
 def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
@@ -516,15 +403,15 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
                     T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
     def code_action(ls: DgServer, params: T.CodeActionParams):
-        return ls.code_actions(params)
+        return code_actions(ls, params)
 
     @server.command(FILL_HOLE)
     async def fill_hole(ls: DgServer, params: T.ExecuteCommandParams):
-        return await ls.run_command(params)
+        return await run_command(ls, params)
 
     @server.command(REWRITE_SELECTION)
     async def rewrite_selection(ls: DgServer, params: T.ExecuteCommandParams):
-        return await ls.run_command(params)
+        return await run_command(ls, params)
 
     @server.feature(T.SHUTDOWN)
     def shutdown(ls: DgServer, params: None) -> None:

@@ -175,3 +175,17 @@ async def test_language_filter_and_disable(client):
     assert await client.text_document_inline_completion_async(params) is None
     client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"enabled": True}))
     await wait_for(lambda: client.statuses[-1]["state"] == "ready")
+
+
+async def test_command_reports_work_done_progress(client):
+    uri = "file:///progress.txt"
+    open_doc(client, uri, "progress " + TEXT, "plaintext")  # a context no earlier test cached
+    token = "client-token-1"
+    client.progress_reports[token] = []  # a client-created token (pytest-lsp warns about unknown ones)
+    res = await client.workspace_execute_command_async(T.ExecuteCommandParams(
+        command="dg.fillHole", work_done_token=token,
+        arguments=[{"textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}]))
+    assert res["applied"]
+    await wait_for(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
+    kinds = [r.kind for r in client.progress_reports[token]]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds

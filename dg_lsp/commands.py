@@ -1,0 +1,133 @@
+"""Code actions and the two commands: dg.fillHole and dg.rewriteSelection, each one fill and then exactly one
+workspace/applyEdit against the document version the fill was computed for (docs/PROTOCOL.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as T
+from pygls.exceptions import JsonRpcInvalidParams
+
+from dg_lsp.context import hole_at_cursor, hole_for_selection
+from dg_lsp.edits import lsp_text_edit
+
+if TYPE_CHECKING:
+    from dg_lsp.server import DgServer
+
+FILL_HOLE = "dg.fillHole"
+REWRITE_SELECTION = "dg.rewriteSelection"
+
+
+def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
+    """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty."""
+    uri = params.text_document.uri
+    if uri not in ls.store:
+        return []
+    doc = {"uri": uri}
+    rng = params.range
+    actions = [T.Command(title="Fill hole", command=FILL_HOLE,
+                         arguments=[{"textDocument": doc, "position": rng.start}])]
+    if rng.start != rng.end:
+        actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
+                                 arguments=[{"textDocument": doc, "range": rng, "widen": False}]))
+    return actions
+
+
+async def run_command(ls: DgServer, params: T.ExecuteCommandParams) -> dict[str, Any]:
+    """dg.fillHole / dg.rewriteSelection: one fill, then exactly one workspace/applyEdit, or nothing."""
+    t0 = time.perf_counter()
+    rewrite = params.command == REWRITE_SELECTION
+    arg = parse_command_args(params.command, params.arguments)
+
+    def done(applied: bool, reason: str | None) -> dict[str, Any]:
+        ms = round((time.perf_counter() - t0) * 1e3, 1)
+        return {"applied": applied, "reason": reason, "latencyMs": ms}
+
+    uri = arg["uri"]
+    snap = ls.store.snapshot(uri)
+    if snap is None:
+        return done(False, f"unknown document {uri}")
+    if rewrite:
+        start, end = ls.offset(snap, arg["start"]), ls.offset(snap, arg["end"])
+        if start is None or end is None or end < start:
+            raise JsonRpcInvalidParams(f"{params.command}: range is outside the document")
+    else:
+        start = end = ls.offset(snap, arg["position"])
+        if start is None:
+            raise JsonRpcInvalidParams(f"{params.command}: position is outside the document")
+    if (why := ls.not_ready()) is not None:
+        ls.send_status(message=why)
+        return done(False, why)
+    hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
+    token = params.work_done_token
+    if token is not None:
+        title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
+        ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
+        _cancel_on_progress_cancel(ls, token)
+    try:
+        out = await ls.fill(snap, hole, ls.request_id(), "command", token)
+    finally:
+        if token is not None:
+            ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
+    if out.fill is None:
+        return done(False, out.reason)
+    edit = lsp_text_edit(snap, hole, out.fill, ls.encoding)
+    # Checked with no await before the send, so no didChange can slip in between.
+    if ls.doc_version(uri) != snap.version:
+        return done(False, "document changed")
+    versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
+    doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
+    label = "dg: rewrite selection" if rewrite else "dg: fill hole"
+    res = await ls.workspace_apply_edit_async(
+        T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
+    if not res.applied:
+        return done(False, res.failure_reason or "the client did not apply the edit")
+    return done(True, None)
+
+
+def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:
+    """window/workDoneProgress/cancel cancels the future pygls keeps for the token; cancel our job too."""
+    fut = ls.work_done_progress.tokens.get(token)
+    request_id = ls.request_id()
+    if fut is not None:
+        fut.add_done_callback(
+            lambda f: f.cancelled() and ls.worker.cancel_request(request_id, "progress cancelled"))
+
+
+def _nat(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, Any]:
+    """Validate the one argument object of dg.fillHole / dg.rewriteSelection (docs/PROTOCOL.md)."""
+
+    def bad(what: str) -> JsonRpcInvalidParams:
+        return JsonRpcInvalidParams(f"{command}: {what}")
+
+    if not arguments or len(arguments) != 1 or not isinstance(arguments[0], dict):
+        raise bad("expected one argument object")
+    a = arguments[0]
+    doc = a.get("textDocument")
+    if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
+        raise bad("textDocument.uri (a string) is required")
+
+    def pos(v: Any, name: str) -> T.Position:
+        ok = isinstance(v, dict) and all(_nat(v.get(k)) for k in ("line", "character"))
+        if not ok:
+            raise bad(f"{name} must be {{line, character}} with non-negative integers")
+        return T.Position(line=v["line"], character=v["character"])
+
+    out: dict[str, Any] = {"uri": doc["uri"], "widen": False}
+    if command == REWRITE_SELECTION:
+        r = a.get("range")
+        if not isinstance(r, dict):
+            raise bad("range is required")
+        out["start"], out["end"] = pos(r.get("start"), "range.start"), pos(r.get("end"), "range.end")
+        widen = a.get("widen", False)
+        if not isinstance(widen, bool):
+            raise bad("widen must be a boolean")
+        out["widen"] = widen
+    else:
+        out["position"] = pos(a.get("position"), "position")
+    return out
