@@ -53,7 +53,8 @@ def pick_model(root: Path, model: Path | None = None) -> tuple[Path, str]:
 def load(path: Path):
     from engine.engine import Engine
 
-    return Engine.from_pretrained(path, device="auto", dtype="auto")
+    # Room for every context of a sweep: round-robin runs must not evict each other's prefix KV.
+    return Engine.from_pretrained(path, device="auto", dtype="auto", prefix_cache_size=16)
 
 
 def model_info(eng, label: str) -> dict:
@@ -87,69 +88,79 @@ class Contexts:
         return torch.randint(6, self.eng.vocab_size, (n,), generator=g).tolist()
 
 
-def step_time(eng, ctx: list[int], canvas: int, steps: int, repeats: int) -> dict:
-    """Decoder time per step with the context already cached (a warm run encodes it and is excluded). On CUDA the
-    row also carries the configuration's peak allocated memory."""
+def step_times(eng, configs: list[tuple[list[int], int]], steps: int, repeats: int, ref_steps: int = 16,
+               progress: Progress = _noop, budget_s: float | None = None) -> list[dict]:
+    """Decoder ms per step for each (context ids, canvas length), context already cached. Each configuration gets
+    a 2-step warm-up (which also encodes its context; excluded, and on CUDA its peak memory is recorded), then the
+    configurations are run round-robin `repeats` times so machine noise spreads over all of them; medians.
+    tokens/s is for a canvas denoised in `ref_steps` steps. With `budget_s`, configurations whose warm-up starts
+    after that many seconds are left out (the caller reports the cap)."""
     cuda = eng.device.type == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(eng.device)
-    eng.infill(ctx, canvas_length=canvas, steps=steps, seed=0)
-    per_step, decode, n_steps = [], [], []
-    for i in range(repeats):
-        res = eng.infill(ctx, canvas_length=canvas, steps=steps, seed=1 + i)
-        per_step.append(res.timings["decode_ms"] / max(res.steps, 1))
-        decode.append(res.timings["decode_ms"])
-        n_steps.append(res.steps)
-    row = {"ms_per_step": round(median(per_step), 3), "steps": median(n_steps), "canvas_ms": round(median(decode), 2),
-           "tokens_per_s": round(canvas * 1e3 / median(decode), 1)}
-    if cuda:
-        row["cuda_max_allocated_mb"] = round(torch.cuda.max_memory_allocated(eng.device) / 2**20, 1)
-    return row
-
-
-def canvas_sweep(eng, contexts: Contexts, canvases=CANVASES, context: int = 512, steps: int = 16,
-                 repeats: int = 3, progress: Progress = _noop) -> list[dict]:
+    warm, t0 = [], time.perf_counter()
+    for ctx, canvas in configs:
+        if budget_s is not None and time.perf_counter() - t0 > budget_s:
+            break
+        progress(f"warm-up: context {len(ctx)}, canvas {canvas}")
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(eng.device)
+        eng.infill(ctx, canvas_length=canvas, steps=2, seed=0)
+        warm.append(round(torch.cuda.max_memory_allocated(eng.device) / 2**20, 1) if cuda else None)
+    samples: list[list[float]] = [[] for _ in warm]
+    for r in range(repeats):
+        progress(f"round {r + 1}/{repeats} over {len(warm)} configurations")
+        for i, (ctx, canvas) in enumerate(configs[:len(warm)]):
+            res = eng.infill(ctx, canvas_length=canvas, steps=steps, seed=1 + r)
+            samples[i].append(res.timings["decode_ms"] / max(res.steps, 1))
     rows = []
-    for c in canvases:
-        progress(f"canvas {c}")
-        rows.append({"canvas": c, "context": context, **step_time(eng, contexts.get(context), c, steps, repeats)})
+    for (ctx, canvas), xs, mem in zip(configs, samples, warm, strict=False):
+        ms = median(xs)
+        row = {"context": len(ctx), "canvas": canvas, "ms_per_step": round(ms, 3), "steps": steps,
+               "canvas_ms": round(ms * ref_steps, 2), "tokens_per_s": round(canvas * 1e3 / (ms * ref_steps), 1)}
+        if mem is not None:
+            row["cuda_max_allocated_mb"] = mem
+        rows.append(row)
     return rows
 
 
-def context_sweep(eng, contexts: Contexts, lengths=CONTEXTS, canvas: int = 64, steps: int = 16, repeats: int = 3,
+def canvas_sweep(eng, contexts: Contexts, canvases=CANVASES, context: int = 512, steps: int = 8,
+                 repeats: int = 5, progress: Progress = _noop) -> list[dict]:
+    ctx = contexts.get(context)
+    return step_times(eng, [(ctx, c) for c in canvases], steps, repeats, progress=progress)
+
+
+def context_sweep(eng, contexts: Contexts, lengths=CONTEXTS, canvas: int = 64, steps: int = 8, repeats: int = 5,
                   budget_s: float = 60.0, progress: Progress = _noop) -> dict:
-    """Step time per context length. Stops (and says so) once the sweep has used `budget_s` seconds."""
-    rows, capped, t0 = [], None, time.perf_counter()
-    for n in lengths:
-        if time.perf_counter() - t0 > budget_s:
-            capped = n
-            break
-        progress(f"context {n}")
-        eng.clear_prefix_cache()
-        rows.append({"context": n, "canvas": canvas, **step_time(eng, contexts.get(n), canvas, steps, repeats)})
+    """Step time per context length. Longer contexts are left out (and the cap reported) once encoding the
+    shorter ones has used `budget_s` seconds."""
+    rows = step_times(eng, [(contexts.get(n), canvas) for n in lengths], steps, repeats, progress=progress,
+                      budget_s=budget_s)
+    capped = lengths[len(rows)] if len(rows) < len(lengths) else None
     return {"rows": rows, "capped_at": capped, "budget_s": budget_s}
 
 
 def acceptance(eng, contexts: Contexts, canvases=(16, 32, 64), context: int = 512, samples: int = 3,
                progress: Progress = _noop) -> list[dict]:
     """Parallel (entropy-bound) vs one-per-step acceptance at the checkpoint's sampler settings and the same step
-    budget (= canvas length, enough for one-per-step to fill the canvas); the stopping rule may end either early."""
+    budget (= canvas length, enough for one-per-step to fill the canvas); the stopping rule may end either early.
+    The two modes alternate on each context."""
+    modes = ("parallel", "one_per_step")
     rows = []
     for c in canvases:
-        for mode in ("parallel", "one_per_step"):
-            progress(f"acceptance {mode} canvas {c}")
-            ctxs = [contexts.get(context, index=100 + i) for i in range(samples)]
-            eng.infill(ctxs[0], canvas_length=c, steps=c, seed=0, one_per_step=mode == "one_per_step")  # warm-up
-            steps, acc, ms = [], [], []
-            for i, ctx in enumerate(ctxs):
-                eng.infill(ctx, canvas_length=c, steps=1)  # cache the context: time the denoising only
+        got = {m: {"steps": [], "acc": [], "ms": []} for m in modes}
+        for i in range(samples):
+            ctx = contexts.get(context, index=100 + i)
+            eng.infill(ctx, canvas_length=c, steps=2)  # caches the context (and warms up): time the denoising only
+            for mode in modes:
+                progress(f"acceptance: canvas {c}, context {i + 1}/{samples}, {mode}")
                 res = eng.infill(ctx, canvas_length=c, steps=c, seed=i, one_per_step=mode == "one_per_step")
-                steps.append(res.steps)
-                acc.append(res.tokens_accepted_per_step)
-                ms.append(res.timings["decode_ms"])
-            rows.append({"canvas": c, "mode": mode, "steps_per_canvas": median(steps),
-                         "tokens_accepted_per_step": round(median(acc), 3), "canvas_ms": round(median(ms), 2),
-                         "tokens_per_s": round(c * 1e3 / median(ms), 1)})
+                got[mode]["steps"].append(res.steps)
+                got[mode]["acc"].append(res.tokens_accepted_per_step)
+                got[mode]["ms"].append(res.timings["decode_ms"])
+        for mode in modes:
+            g = got[mode]
+            rows.append({"canvas": c, "mode": mode, "steps_per_canvas": median(g["steps"]),
+                         "tokens_accepted_per_step": round(median(g["acc"]), 3), "canvas_ms": round(median(g["ms"]), 2),
+                         "tokens_per_s": round(c * 1e3 / median(g["ms"]), 1)})
     return rows
 
 
@@ -181,6 +192,42 @@ def prefix_cache(eng, contexts: Contexts, context: int = 4096, keystrokes: int =
             "reused_prefix_tokens": median(reused), "speedup": round(median(cold) / max(median(warm), 1e-6), 1)}
 
 
+def cancel_latency(eng, contexts: Contexts, context: int = 512, canvas: int = 64, trials: int = 6,
+                   progress: Progress = _noop) -> dict:
+    """Time from CancelToken.cancel() (from another thread, at a random point inside a step, as an editor's
+    keystroke would) until infill returns, and how many steps finished after the cancel."""
+    import random
+    import threading
+
+    from engine.engine import CancelToken
+
+    progress("cancellation")
+    ctx = contexts.get(context)
+    eng.infill(ctx, canvas_length=canvas, steps=2)
+    step_ms = eng.infill(ctx, canvas_length=canvas, steps=4).timings["decode_ms"] / 4
+    rng = random.Random(0)
+    ms, after = [], []
+    for i in range(trials):
+        token, stamps, done = CancelToken(), [], {}
+
+        def fill(token=token, stamps=stamps, done=done, seed=i) -> None:
+            eng.infill(ctx, canvas_length=canvas, steps=64, seed=seed, cancel=token,
+                       on_step=lambda d: stamps.append(time.perf_counter()))
+            done["t"] = time.perf_counter()
+
+        th = threading.Thread(target=fill)
+        th.start()
+        time.sleep(step_ms * rng.uniform(1.5, 4.0) / 1e3)
+        t = time.perf_counter()
+        token.cancel()
+        th.join()
+        ms.append((done["t"] - t) * 1e3)
+        after.append(sum(s > t for s in stamps))
+    return {"context": context, "canvas": canvas, "ms_per_step": round(step_ms, 2),
+            "cancel_ms_p50": round(median(ms), 2), "cancel_ms_max": round(max(ms), 2),
+            "steps_after_cancel_max": max(after)}
+
+
 def vs_transformers(path: Path, context: int = 512, canvas: int = 64, steps: int = 16, repeats: int = 3) -> dict:
     """The same checkpoint under transformers' generate, interleaved with the engine (bench/engine_speed.py)."""
     from bench.engine_speed import run
@@ -191,12 +238,12 @@ def vs_transformers(path: Path, context: int = 512, canvas: int = 64, steps: int
 # name -> sizes: canvas sweep, context sweep, steps per canvas, repeats, acceptance canvases, prefix-cache context,
 # transformers comparison (context, canvas, steps, repeats)
 SIZES = {
-    "quick": dict(canvases=(16, 32), contexts=(64, 128), steps=2, repeats=1, acceptance=(16,), samples=1,
-                  prefix_context=128, keystrokes=2, transformers=(64, 16, 2, 1)),
-    "cpu": dict(canvases=CANVASES, contexts=CONTEXTS, steps=16, repeats=3, acceptance=(16, 32, 64), samples=3,
-                prefix_context=4096, keystrokes=5, transformers=(512, 64, 16, 3)),
-    "gpu": dict(canvases=CANVASES, contexts=(*CONTEXTS, 16384, 32768), steps=16, repeats=5, acceptance=(16, 64, 256),
-                samples=3, prefix_context=32768, keystrokes=5, transformers=(512, 256, 16, 3)),
+    "quick": dict(canvases=(8, 16), contexts=(64, 128), steps=2, repeats=2, acceptance=(8,), samples=1,
+                  prefix_context=128, keystrokes=2, cancel_trials=2, transformers=(64, 16, 2, 1)),
+    "cpu": dict(canvases=CANVASES, contexts=CONTEXTS, steps=8, repeats=5, acceptance=(16, 32, 64), samples=2,
+                prefix_context=4096, keystrokes=5, cancel_trials=6, transformers=(512, 64, 16, 3)),
+    "gpu": dict(canvases=CANVASES, contexts=(*CONTEXTS, 16384, 32768), steps=16, repeats=7, acceptance=(16, 64, 256),
+                samples=3, prefix_context=32768, keystrokes=5, cancel_trials=6, transformers=(512, 256, 16, 3)),
 }
 
 
@@ -214,6 +261,7 @@ def sweep(eng, label: str, sizes: dict, progress: Progress = _noop, context_budg
                                  progress=progress),
         "prefix_cache": prefix_cache(eng, contexts, sizes["prefix_context"], keystrokes=sizes["keystrokes"],
                                      progress=progress),
+        "cancel": cancel_latency(eng, contexts, base, trials=sizes["cancel_trials"], progress=progress),
     }
 
 

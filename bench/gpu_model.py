@@ -85,7 +85,7 @@ def make_engine(model: DiffusionGemmaText, canvas_length: int = 256):
     p = next(model.parameters())
     fmt = InfillFormat(bos_id=cfg.bos_token_id, eos_id=cfg.eos_token_ids[0], pad_id=cfg.pad_token_id)
     config = CheckpointConfig(text=cfg, canvas_length=canvas_length, sampler=SamplerDefaults())
-    return Engine(model, config, None, fmt, p.device, p.dtype, Path("<random weights>"))
+    return Engine(model, config, None, fmt, p.device, p.dtype, Path("<random weights>"), prefix_cache_size=16)
 
 
 @contextlib.contextmanager

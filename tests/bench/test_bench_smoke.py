@@ -15,7 +15,7 @@ from bench import gpu_model, plots, report  # noqa: E402
 from engine.testing import build_tiny_checkpoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_KEYS = {"model", "canvas_sweep", "context_sweep", "acceptance", "prefix_cache", "vs_transformers"}
+ENGINE_KEYS = {"model", "canvas_sweep", "context_sweep", "acceptance", "prefix_cache", "cancel", "vs_transformers"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def run_result(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     torch_threads = torch.get_num_threads()
     try:
-        result = run.main(["--quick", "--skip-editor", "--model", str(tiny), "--out", str(out)])
+        result = run.main(["--quick", "--editor", "skip", "--model", str(tiny), "--out", str(out)])
     finally:
         torch.set_num_threads(torch_threads)
     return result, out
@@ -52,13 +52,14 @@ def test_run_writes_json_plots_and_markdown(run_result, capsys):
 
 def test_engine_rows_have_the_documented_fields(run_result):
     e = run_result[0]["engine"]
-    assert [r["canvas"] for r in e["canvas_sweep"]] == [16, 32]
+    assert [r["canvas"] for r in e["canvas_sweep"]] == [8, 16]
     for row in e["canvas_sweep"] + e["context_sweep"]["rows"]:
         assert {"ms_per_step", "steps", "canvas_ms", "tokens_per_s"} <= set(row) and row["ms_per_step"] > 0
     assert {r["mode"] for r in e["acceptance"]} == {"parallel", "one_per_step"}
     assert all(r["tokens_accepted_per_step"] >= 1 for r in e["acceptance"])
     assert e["model"]["real_code_contexts"]  # the tiny checkpoint has a tokenizer
     assert e["prefix_cache"]["reused_prefix_tokens"] > 0
+    assert e["cancel"]["steps_after_cancel_max"] <= 1
     assert {"speedup_vs_transformers", "engine_ms_per_step", "transformers_ms_per_step"} <= set(e["vs_transformers"])
 
 
@@ -73,7 +74,7 @@ def test_latency_plot_and_editor_table(tmp_path, run_result):
     names = {p.name for p in plots.plot_all(result, tmp_path)}
     assert "keystroke_latency.png" in names and (tmp_path / "keystroke_latency.png").stat().st_size > 1000
     md = report.markdown(dict(result, plots=sorted(names)), "x.json")
-    assert "e2e_ms_p50" in md and "keystroke_latency.png" in md
+    assert "keystroke to item p50" in md and "keystroke_latency.png" in md
 
 
 def test_full_size_shape_matches_the_published_counts():
