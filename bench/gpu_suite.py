@@ -32,7 +32,7 @@ def say(msg: str) -> None:
 
 
 def random_shape_suite(shape: dict, name: str, device: torch.device, dtype: torch.dtype, sizes: dict,
-                       context_budget_s: float) -> dict:
+                       context_budget_s: float, save=lambda out: None) -> dict:
     cfg = gpu_model.text_config(shape)
     counts = gpu_model.param_counts(cfg)
     say(f"building {name}: {counts['total_b']}B parameters ({counts['active_b']}B active) on {device}")
@@ -46,6 +46,7 @@ def random_shape_suite(shape: dict, name: str, device: torch.device, dtype: torc
             f"{counts['active_b']}B active)"
     out = engine_sweep.sweep(eng, label, sizes, progress=say, context_budget_s=context_budget_s)
     out["shape"], out["params"], out["build_s"], out["weight_stream_floor"] = shape, counts, round(build_s, 1), floor
+    save(out)
     say("transformers generate on the same tensors")
     twin = gpu_model.transformers_twin(model, shape)
     out["vs_transformers"] = compare(eng, twin, *sizes["transformers"])
@@ -76,7 +77,8 @@ def markdown(result: dict) -> str:
     lines = [f"## Device benchmarks ({'DRY RUN on CPU, tiny shape' if result['dry_run'] else m['device']})", "",
              f"`{result['command']}` on {result['date'][:16].replace('T', ' ')}, host `{result['host']}`, torch "
              f"{m['torch']}, transformers {m['transformers']}. Runtime {result['runtime_s']:.0f} s.", ""]
-    for key, title in (("random", "Full-size shape, random weights"), ("shipped", "Shipped default model")):
+    for key, title in (("random", "Random weights, " + ("tiny shape" if result["dry_run"] else "full-size shape")),
+                       ("shipped", "Shipped default model")):
         e = result.get(key)
         if not e:
             continue
@@ -110,14 +112,20 @@ def main(argv: list[str] | None = None) -> dict:
     now, t0 = datetime.datetime.now(), time.perf_counter()
     result = {"date": now.isoformat(timespec="seconds"), "host": platform.node(), "machine": machine(),
               "dry_run": args.dry_run, "command": "bench/gpu.sh" + (" --dry-run" if args.dry_run else "")}
-    result["random"] = random_shape_suite(shape, name, device, dtype, sizes, args.context_budget_s)
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = args.out / f"gpu-{now:%Y-%m-%d}-{platform.node() or 'host'}.json"
+
+    def save(random: dict | None = None) -> None:  # after every part: a run stopped by the time limit keeps them
+        if random is not None:
+            result["random"] = random
+        result["runtime_s"] = round(time.perf_counter() - t0, 1)
+        json_path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
+
+    save(random_shape_suite(shape, name, device, dtype, sizes, args.context_budget_s, save=save))
     if device.type == "cuda":
         torch.cuda.empty_cache()
     if not args.skip_shipped:
         result["shipped"] = shipped_suite(device, dtype, sizes, args.context_budget_s)
-    result["runtime_s"] = round(time.perf_counter() - t0, 1)
-
-    args.out.mkdir(parents=True, exist_ok=True)
     result["plots"] = []
     for key in ("random", "shipped"):
         if result.get(key):
@@ -125,8 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
                 plots.step_vs_canvas(result[key], args.out / f"{key}_step_vs_canvas.png"),
                 plots.step_vs_context(result[key], args.out / f"{key}_step_vs_context.png"),
                 plots.acceptance_bars(result[key], args.out / f"{key}_parallel_vs_one_per_step.png"))]
-    json_path = args.out / f"gpu-{now:%Y-%m-%d}-{platform.node() or 'host'}.json"
-    json_path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
+    save()
     md = markdown(result)
     (args.out / "gpu.md").write_text(md)
     print(md)

@@ -31,6 +31,7 @@ def step_vs_canvas(engine: dict, path: Path) -> Path:
     ax.set_xticks([r["canvas"] for r in rows], [str(r["canvas"]) for r in rows])
     ax.set_xlabel("canvas length (tokens)")
     ax.set_ylabel("ms per denoising step (median)")
+    ax.set_ylim(bottom=0)
     ax.set_title(f"step time vs canvas, context {rows[0]['context']}\n{engine['model']['label']}", fontsize=9)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -45,6 +46,7 @@ def step_vs_context(engine: dict, path: Path) -> Path:
     ax.set_xticks([r["context"] for r in rows], [str(r["context"]) for r in rows])
     ax.set_xlabel("context length (tokens, cached)")
     ax.set_ylabel("ms per denoising step (median)")
+    ax.set_ylim(bottom=0)
     capped = f", capped before {sweep['capped_at']}" if sweep.get("capped_at") else ""
     ax.set_title(f"step time vs context, canvas {rows[0]['canvas']}{capped}\n{engine['model']['label']}", fontsize=9)
     ax.grid(alpha=0.3)
@@ -71,17 +73,20 @@ def acceptance_bars(engine: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
-def latency_distribution(samples_ms: list[float], path: Path, title: str = "keystroke to ghost text") -> Path:
+def latency_distribution(series: dict[str, list[float]], path: Path, title: str = "keystroke to inline item") -> Path:
+    """Histogram and CDF of keystroke-to-response ms, one series per setting."""
     fig, (h, c) = plt.subplots(1, 2, figsize=(9, 3.6))
-    h.hist(samples_ms, bins=min(40, max(5, len(samples_ms) // 3)))
+    for name, xs in series.items():
+        s = sorted(xs)
+        h.hist(s, bins=min(30, max(5, len(s) // 2)), alpha=0.6, label=f"{name} (n={len(s)})")
+        c.plot(s, [(i + 1) / len(s) for i in range(len(s))], label=name)
     h.set_xlabel("ms")
     h.set_ylabel("keystrokes")
-    s = sorted(samples_ms)
-    c.plot(s, [(i + 1) / len(s) for i in range(len(s))])
+    h.legend(fontsize=7)
     c.set_xlabel("ms")
     c.set_ylabel("fraction of keystrokes")
     c.grid(alpha=0.3)
-    fig.suptitle(f"{title} (n={len(s)})", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
@@ -90,9 +95,12 @@ def plot_all(result: dict, out: Path) -> list[Path]:
     eng = result["engine"]
     paths = [step_vs_canvas(eng, out / "step_vs_canvas.png"), step_vs_context(eng, out / "step_vs_context.png"),
              acceptance_bars(eng, out / "parallel_vs_one_per_step.png")]
-    samples = (result.get("editor") or {}).get("samples_ms")
-    if samples:
-        paths.append(latency_distribution(samples, out / "keystroke_latency.png"))
+    ed = result.get("editor") or {}
+    if ed.get("samples_ms"):
+        series = {"default settings (75 ms debounce)": ed["samples_ms"]}
+        if ed.get("samples_debounce0_ms"):
+            series["debounce 0"] = ed["samples_debounce0_ms"]
+        paths.append(latency_distribution(series, out / "keystroke_latency.png"))
     return paths
 
 

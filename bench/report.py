@@ -143,8 +143,10 @@ def markdown(result: dict, json_name: str) -> str:
         f"{m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), device {m['device']}, torch "
         f"{m['torch']}, transformers {m['transformers']}, Python {m['python']}. Runtime {result['runtime_s']:.0f} s. "
         f"Raw numbers: [{json_name}]({json_name}). Medians; one warm-up per configuration excluded; fixed seeds. "
-        "The CPU is shared (other jobs ran during the measurement), so absolute times are noisy; ratios measured "
-        "interleaved in one run are the robust part.",
+        "The CPU is shared (a training job and test runs used it during the measurement), so absolute times are "
+        "noisy; ratios measured interleaved in one run are the robust part. One torch thread: on this machine two "
+        "threads made steps several times slower and erratic (they wait on each other while another job holds a "
+        "core).",
         "",
         *engine_section(result["engine"]),
         *_editor(result.get("editor")),
