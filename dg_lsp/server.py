@@ -298,7 +298,7 @@ class DgServer(LanguageServer):
             return None
         if (shown := self.shown.get(uri)) is not None:
             rest = typed_ahead(shown, snap.text, cursor)
-            if rest is not None:
+            if rest:  # "" means the whole fill was typed (or accepted): what comes next needs the engine
                 return self._typed_ahead_item(snap, shown, cursor, rest)
         if not await self.worker.debounce(uri, self.settings.debounce_ms):
             return None  # a newer request for this document arrived: it answers instead
@@ -320,8 +320,6 @@ class DgServer(LanguageServer):
         """The remainder of the fill already shown: no engine call, no debounce."""
         self.send_status(request={"id": self.request_id(), "uri": snap.uri, "version": snap.version,
                                   "cached": "typed-ahead", "steps": 0, "engineMs": 0.0})
-        if not rest:
-            return None
         end = shown.end + (cursor - shown.cursor)
         start_pos = T.Position(*position_at(snap.text, cursor, self.encoding))
         end_pos = T.Position(*position_at(snap.text, end, self.encoding))
