@@ -7,6 +7,8 @@ Three measurements, one server process, a pygls client speaking LSP over the ser
    round trip minus the engine's own time (`engineMs`, reported per request in dg/status). What is left is
    everything the server adds: incremental sync and re-parse, snapshot, context, canvas (tokenizing the
    budgeted prefix/suffix), caches, post-processing, JSON both ways. The handler part alone is `serverMs`.
+   Also: the round trip of keystrokes that type the shown fill (answered from the typed-ahead cache: the
+   server's whole per-keystroke cost with no model and no canvas).
 2. keystroke-to-item latency with the server's default settings (debounce 75 ms included, the checkpoint's
    default steps): the first keystroke at a new place in the file is "cold" (nothing in the engine's prefix KV
    cache matches); the following ones at the same place reuse the KV cache of the common token prefix.
@@ -159,6 +161,29 @@ async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str
     return rows
 
 
+async def accept_typing(client: Client, uri: str, text: str, spots: list[tuple[int, str]]) -> list[float]:
+    """The user types the characters of the shown fill: each keystroke's item comes from the typed-ahead
+    cache, so its round trip is the server's whole per-keystroke cost with no model and no canvas."""
+    lines = text.split("\n")
+    out = []
+    for line_no, _ in spots:
+        col = len(lines[line_no])
+        rid, fut = client.inline(uri, line_no, col)
+        res = await fut
+        shown = res.items[0].insert_text if res and res.items else ""
+        shown = shown.split("\n")[0][:6]
+        for k in range(len(shown) - 1):
+            t0 = time.perf_counter()
+            client.type_text(uri, line_no, col + k, shown[k])
+            rid, fut = client.inline(uri, line_no, col + k + 1)
+            await fut
+            ms = (time.perf_counter() - t0) * 1e3
+            stats = client.request_stats(rid)
+            if getattr(stats, "cached", None) == "typed-ahead":
+                out.append(ms)
+    return out
+
+
 async def cancels(client: Client, uri: str, text: str, trials: int) -> list[int]:
     """Start a fill, stop it at its first draft (alternately $/cancelRequest and a keystroke), read the count."""
     lines = text.split("\n")
@@ -212,6 +237,7 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
     client.configure(steps=4)
     await replay(client, uri, text, spots[:2])  # warm-up: imports, allocator, first engine call
     overhead = await replay(client, uri, text, spots[2:n + 2], verbose)
+    accepted = await accept_typing(client, uri, text, places(text, n, 4, seed=2))
     client.configure(debounceMs=75, steps=None)  # the defaults: keystroke-to-item as a user sees it
     e2e = await replay(client, uri, text, spots[n + 2:], verbose)
     client.configure(debounceMs=0, drafts=True, steps=64)
@@ -234,6 +260,8 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
         "overhead_without_postprocess_ms_p50": pcts(over_pre)[0],
         "overhead_without_postprocess_ms_p95": pcts(over_pre)[1],
         "handler_ms_p50": pcts(handler)[0], "handler_ms_p95": pcts(handler)[1],
+        "typed_ahead_ms_p50": pcts(accepted)[0], "typed_ahead_ms_p95": pcts(accepted)[1],
+        "typed_ahead_keystrokes": len(accepted),
         "canvas_ms_p50": pcts(canvas)[0], "canvas_ms_p95": pcts(canvas)[1],
         "postprocess_ms_p50": pcts(post)[0], "postprocess_ms_p95": pcts(post)[1],
         "e2e_ms_p50": pcts([r["ms"] for r in e2e])[0], "e2e_ms_p95": pcts([r["ms"] for r in e2e])[1],
@@ -259,6 +287,8 @@ def table(r: dict) -> str:
         ("  handler only p50 / p95 (ms)", f"{r['handler_ms_p50']} / {r['handler_ms_p95']}"),
         ("    canvas p50 / p95 (ms)", f"{r['canvas_ms_p50']} / {r['canvas_ms_p95']}"),
         ("    postprocess p50 / p95 (ms)", f"{r['postprocess_ms_p50']} / {r['postprocess_ms_p95']}"),
+        ("typed-ahead round trip p50 / p95 (ms)", f"{r['typed_ahead_ms_p50']} / {r['typed_ahead_ms_p95']}"
+                                                  f" ({r['typed_ahead_keystrokes']} keystrokes, no model)"),
         ("keystroke->item p50 / p95 (ms)", f"{r['e2e_ms_p50']} / {r['e2e_ms_p95']} (debounce 75 ms included)"),
         ("  cold p50 / p95 (ms)", f"{r['e2e_cold_ms_p50']} / {r['e2e_cold_ms_p95']}"),
         ("  prefix cache p50 / p95 (ms)", f"{r['e2e_prefix_cache_ms_p50']} / {r['e2e_prefix_cache_ms_p95']}"
