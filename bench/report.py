@@ -7,6 +7,16 @@ def _f(x, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+def _step_table(key: str, rows: list[dict]) -> list[str]:
+    cuda = any("cuda_max_allocated_mb" in r for r in rows)
+    head = f"| {key} | ms / step | canvas ms (16 steps) | tokens/s |" + (" CUDA peak MB |" if cuda else "")
+    out = [head, "|---:|---:|---:|---:|" + ("---:|" if cuda else "")]
+    for r in rows:
+        line = f"| {r[key]:,} | {_f(r['ms_per_step'], 2)} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
+        out.append(line + (f" {_f(r.get('cuda_max_allocated_mb'), 0)} |" if cuda else ""))
+    return out
+
+
 def engine_section(e: dict) -> list[str]:
     m = e["model"]
     ctx_note = "real Python source (stdlib), suffix-first prompt" if m["real_code_contexts"] else "random ids"
@@ -21,10 +31,7 @@ def engine_section(e: dict) -> list[str]:
         f"{e['canvas_sweep'][0]['steps']}-step runs, configurations run round-robin; canvas ms and tokens/s are for "
         "a canvas denoised in 16 steps (vLLM's published setting).",
         "",
-        "| canvas | ms / step | canvas ms | tokens/s |",
-        "|---:|---:|---:|---:|",
-        *(f"| {r['canvas']} | {_f(r['ms_per_step'], 2)} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
-          for r in e["canvas_sweep"]),
+        *_step_table("canvas", e["canvas_sweep"]),
         "",
         "### Step time vs context length",
         "",
@@ -34,10 +41,7 @@ def engine_section(e: dict) -> list[str]:
     out += [
         f"Canvas {rows[0]['canvas']}, context already in the KV cache (the step reads it); measured as above.",
         "",
-        "| context | ms / step | canvas ms | tokens/s |",
-        "|---:|---:|---:|---:|",
-        *(f"| {r['context']:,} | {_f(r['ms_per_step'], 2)} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
-          for r in rows),
+        *_step_table("context", rows),
     ]
     if cs.get("capped_at"):
         out += ["", f"Capped: contexts from {cs['capped_at']:,} tokens up were not run (the sweep's "
