@@ -79,7 +79,7 @@ class Editor(LanguageClient):
         self.version = 0
         self.statuses: list[Any] = []
         self.applied: list[T.TextEdit] = []
-        self.shown_steps = 0
+        self.last_step: dict[str, int] = {}
 
         @self.feature("dg/status")
         def status(params: Any) -> None:
@@ -105,6 +105,10 @@ class Editor(LanguageClient):
             self.feature(method)(lambda params: None)
 
     def show_draft(self, d: Any) -> None:
+        # A fill of several canvases restarts the step count for each; say so.
+        if not d.done and d.step < self.last_step.get(d.requestId, 0):
+            print(style("    next canvas (the ones before are now context)", "2"))
+        self.last_step[d.requestId] = d.step
         # Long runs print every k-th step so a fill stays on one screen; the last step always shows.
         every = max(1, d.steps // 16)
         if d.done or d.step % every == 0 or d.step == 1:
