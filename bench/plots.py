@@ -15,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bench.common import emit  # noqa: E402
+
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
@@ -57,11 +59,14 @@ def acceptance_bars(engine: dict, path: Path) -> Path:
     rows = engine["acceptance"]
     canvases = sorted({r["canvas"] for r in rows})
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    width = 0.38
-    for j, mode in enumerate(("parallel", "one_per_step")):
+    labels = {"parallel": "entropy-bound (parallel)", "one_per_step": "one token per step",
+              "default_steps": "parallel, checkpoint's step budget"}
+    modes = [m for m in labels if any(r["mode"] == m for r in rows)]
+    width = 0.8 / len(modes)
+    for j, mode in enumerate(modes):
         tps = [next(r["tokens_per_s"] for r in rows if r["canvas"] == c and r["mode"] == mode) for c in canvases]
-        bars = ax.bar([i + (j - 0.5) * width for i in range(len(canvases))], tps, width,
-                      label="entropy-bound (parallel)" if mode == "parallel" else "one token per step")
+        bars = ax.bar([i + (j - (len(modes) - 1) / 2) * width for i in range(len(canvases))], tps, width,
+                      label=labels[mode])
         acc = [next(r["tokens_accepted_per_step"] for r in rows if r["canvas"] == c and r["mode"] == mode)
                for c in canvases]
         ax.bar_label(bars, [f"{a:.1f}/step" for a in acc], fontsize=7)
@@ -109,8 +114,10 @@ def main() -> None:
     ap.add_argument("result", type=Path)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    for p in plot_all(json.loads(args.result.read_text()), args.out or args.result.parent):
+    paths = plot_all(json.loads(args.result.read_text()), args.out or args.result.parent)
+    for p in paths:
         print(p)
+    emit({"plots": [str(p) for p in paths]})
 
 
 if __name__ == "__main__":

@@ -50,14 +50,16 @@ def engine_section(e: dict) -> list[str]:
         "",
         "### Parallel acceptance vs one token per step",
         "",
-        "Same step budget (= canvas length, enough for one-per-step to fill the canvas), the checkpoint's entropy "
-        "bound; the stability rule may end either early. The modes alternate on each of a few contexts (medians); "
-        "tokens/s = canvas tokens / denoising time.",
+        "parallel and one-per-step get the same step budget (= canvas length, enough for one-per-step to fill the "
+        "canvas) and the checkpoint's entropy bound; default-steps is parallel with the checkpoint's own budget (what "
+        "the server runs). The stability rule may end any of them early. The modes alternate on each of a few "
+        "contexts (medians); tokens/s = canvas tokens / denoising time.",
         "",
-        "| canvas | mode | steps / canvas | tokens accepted / step | canvas ms | tokens/s |",
-        "|---:|---|---:|---:|---:|---:|",
-        *(f"| {r['canvas']} | {r['mode'].replace('_', '-')} | {r['steps_per_canvas']:.0f} | "
-          f"{r['tokens_accepted_per_step']:.2f} | {_f(r['canvas_ms'])} | {_f(r['tokens_per_s'], 0)} |"
+        "| canvas | mode | step budget | steps / canvas | tokens accepted / step | canvas ms | tokens/s |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+        *(f"| {r['canvas']} | {r['mode'].replace('_', '-')} | {r.get('step_budget', '-')} | "
+          f"{r['steps_per_canvas']:.0f} | {r['tokens_accepted_per_step']:.2f} | {_f(r['canvas_ms'])} | "
+          f"{_f(r['tokens_per_s'], 0)} |"
           for r in e["acceptance"]),
         "",
     ]

@@ -55,7 +55,7 @@ def test_engine_rows_have_the_documented_fields(run_result):
     assert [r["canvas"] for r in e["canvas_sweep"]] == [8, 16]
     for row in e["canvas_sweep"] + e["context_sweep"]["rows"]:
         assert {"ms_per_step", "steps", "canvas_ms", "tokens_per_s"} <= set(row) and row["ms_per_step"] > 0
-    assert {r["mode"] for r in e["acceptance"]} == {"parallel", "one_per_step"}
+    assert {r["mode"] for r in e["acceptance"]} == {"parallel", "one_per_step", "default_steps"}
     assert all(r["tokens_accepted_per_step"] >= 1 for r in e["acceptance"])
     assert e["model"]["real_code_contexts"]  # the tiny checkpoint has a tokenizer
     assert e["prefix_cache"]["reused_prefix_tokens"] > 0
