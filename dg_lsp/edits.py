@@ -8,14 +8,15 @@
 4. repeated suffix: trailing fill lines that repeat the lines below the hole are dropped;
 5. doubled closers: closing brackets/quotes the user already has after the cursor are not typed twice
    (only when the fill itself has more closers than openers, so `foo(bar())` stays intact);
-6. syntax: the edited document is re-parsed (incrementally); a fill that adds tree-sitter ERROR/MISSING nodes
-   (more of them than before, or as many but one inside the fill) is shortened -- by lines, then at token
-   boundaries -- to the longest version that adds none, or dropped.
+6. syntax: a bounded window of the edited document around the hole (see `check_window`) is re-parsed; a fill
+   that adds tree-sitter ERROR/MISSING nodes (more of them than the window had, or as many but one inside the
+   fill) is shortened -- by lines, then at token boundaries -- to the longest version that adds none, or dropped.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 import tree_sitter
 from lsprotocol import types
@@ -28,6 +29,9 @@ _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"
 _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
+WINDOW_MAX_LINES = 300
+WINDOW_LINES = 40
+SEARCH_BUDGET_S = 0.015
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
@@ -168,33 +172,88 @@ def count_errors(tree: tree_sitter.Tree) -> int:
     return len(error_starts(tree))
 
 
+def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
+    """(start, end, indent) of the text the syntax check parses: the smallest top-level node around the hole if
+    it has at most WINDOW_MAX_LINES lines, else the innermost enclosing definition that small (re-parsed
+    dedented by its first line's indent), else WINDOW_LINES lines either side. Parsing a bounded window keeps
+    the check cheap on big files, where an unclosed bracket or quote in a fill makes tree-sitter's error
+    recovery re-parse everything after it."""
+    text = snap.text
+    lo = max(snap.line_start(hole.start) - 1, 0)
+    hi = min(hole.end + 1, len(text))
+    fallback = True
+    start, end, indent = lo, hi, ""
+    if snap.tree is not None and snap.spec is not None:
+        b_lo, b_hi = snap.byte_offset(snap.line_start(hole.start)), snap.byte_offset(hole.end)
+        node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
+        chain = []
+        while node is not None and node.parent is not None:
+            chain.append(node)
+            node = node.parent
+        for node in reversed(chain):  # outermost first
+            n_lines = node.end_point[0] - node.start_point[0] + 1
+            if n_lines > WINDOW_MAX_LINES:
+                continue
+            if node.parent.parent is None or node.type in snap.spec.scopes:
+                s_off, e_off = snap.span(node)
+                s_off = snap.line_start(s_off)
+                if s_off <= snap.line_start(hole.start) and e_off >= hole.end:
+                    start, end, fallback = s_off, snap.line_end(e_off), False
+                    indent = leading_ws(text[start:snap.line_end(start)])
+                    break
+    if fallback:
+        start, end = snap.line_start(hole.start), hole.end
+        for _ in range(WINDOW_LINES):
+            if start == 0:
+                break
+            start = snap.line_start(start - 1)
+        for _ in range(WINDOW_LINES):
+            nxt = snap.line_end(end)
+            if nxt >= len(text):
+                end = len(text)
+                break
+            end = nxt + 1
+    return start, min(max(end, hole.end), len(text)), indent
+
+
+def _dedent(piece: str, indent: str, at_line_start: bool) -> str:
+    if not indent:
+        return piece
+    lines = piece.split("\n")
+    return "\n".join(ln[len(indent):] if ln.startswith(indent) and (i or at_line_start) else ln
+                     for i, ln in enumerate(lines))
+
+
 class _Checker:
-    """Parses `text[:start] + fill + text[end:]` incrementally from the snapshot's tree."""
+    """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own."""
 
     def __init__(self, snap: Snapshot, hole: Hole) -> None:
         self.snap, self.hole = snap, hole
         self.parser = parser(snap.language) if snap.language else None
-        self.base = count_errors(snap.tree) if snap.tree is not None else 0
-        self.head = snap.data[: snap.byte_offset(hole.start)]
-        self.tail = snap.data[snap.byte_offset(hole.end) :]
+        ws, we, self.indent = check_window(snap, hole)
+        self.window = (ws, we)
+        self.head = _dedent(snap.text[ws:hole.start], self.indent, True).encode("utf-8", "surrogatepass")
+        tail_at_line_start = hole.end == 0 or snap.text[hole.end - 1] == "\n"
+        self.tail = _dedent(snap.text[hole.end:we], self.indent, tail_at_line_start).encode("utf-8", "surrogatepass")
+        self.parsed_bytes = 0
         self.parses = 0
+        # the window as it is (the replaced text kept) is the error baseline
+        replaced = _dedent(hole.replaced, self.indent, False).encode("utf-8", "surrogatepass")
+        self.base = self._errors(replaced) if self.parser is not None else []
+
+    def _errors(self, data: bytes) -> list[int]:
+        src = self.head + data + self.tail
+        self.parsed_bytes += len(src)
+        return error_starts(self.parser.parse(src))
 
     def adds_errors(self, fill: str) -> bool:
         self.parses += 1
-        data = fill.encode("utf-8", "surrogatepass")
-        sb, old_end = len(self.head), len(self.snap.data) - len(self.tail)
-        row = self.snap.text.count("\n", 0, self.hole.start)
-        col = len(self.head) - (self.head.rfind(b"\n") + 1)
-        old_rows = self.snap.text.count("\n", self.hole.start, self.hole.end)
-        old_col = old_end - (self.snap.data.rfind(b"\n", 0, old_end) + 1)
-        nl = data.rfind(b"\n")
-        new_point = (row + data.count(b"\n"), col + len(data) if nl < 0 else len(data) - nl - 1)
-        tree = self.snap.tree.copy()
-        tree.edit(sb, old_end, sb + len(data), (row, col), (row + old_rows, old_col), new_point)
-        errors = error_starts(self.parser.parse(self.head + data + self.tail, tree))
-        if len(errors) != self.base:
-            return len(errors) > self.base
+        data = _dedent(fill, self.indent, False).encode("utf-8", "surrogatepass")
+        errors = self._errors(data)
+        if len(errors) != len(self.base):
+            return len(errors) > len(self.base)
         # As many errors as before: fine unless one of them sits in the fill (it fixed one, broke another).
+        sb = len(self.head)
         return any(sb <= e <= sb + len(data) for e in errors)
 
 
@@ -204,11 +263,13 @@ def _validate(snap: Snapshot, hole: Hole, fill: str) -> str | None:
     check = _Checker(snap, hole)
     if check.parser is None or not check.adds_errors(fill):
         return fill
+    # shortening is a search: bounded in parses and in time (the answer is due on a keystroke)
+    deadline = time.perf_counter() + SEARCH_BUDGET_S
     lines = fill.split("\n")
     best = ""
     for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
         cand = "\n".join(lines[:n]).rstrip()
-        if check.parses >= _MAX_PARSES:
+        if check.parses >= _MAX_PARSES or time.perf_counter() > deadline:
             break
         if cand.strip() and not check.adds_errors(cand):
             best = cand
@@ -219,7 +280,7 @@ def _validate(snap: Snapshot, hole: Hole, fill: str) -> str | None:
         head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
         ends = [m.end() for m in _TOKEN_END.finditer(lines[n_kept])]
         for e in reversed(ends[:-1]):  # the whole line already failed (as part of a longer candidate)
-            if check.parses >= _MAX_PARSES:
+            if check.parses >= _MAX_PARSES or time.perf_counter() > deadline:
                 break
             cand = (head + lines[n_kept][:e]).rstrip()
             if len(cand) > len(best) and cand.strip() and not check.adds_errors(cand):

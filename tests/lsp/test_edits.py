@@ -168,3 +168,30 @@ def test_text_edit_spans_the_hole():
     r = edit.range
     assert (r.start.line, r.start.character, r.end.line, r.end.character) == (1, 4, 2, 16)
     assert edit.new_text == "return a + b"
+
+
+def test_syntax_check_parses_a_bounded_window_of_a_big_file():
+    """An unclosed quote in a fill makes tree-sitter re-parse everything after it; the check parses only the
+    enclosing definition (dedented) or a few lines around the hole, so its cost does not grow with the file."""
+    from dg_lsp.edits import WINDOW_LINES, WINDOW_MAX_LINES, _Checker, check_window
+
+    methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y\n\n" for i in range(800))
+    text = "import os\n\n\nclass Big:\n" + methods + "\ndef tail():\n    return 1\n"
+    snap = Document("file:///big.py", "python", 1, text).snapshot()
+    line = text.index("        y = x + 400\n")
+    cursor = line + len("        y = ")
+    hole = hole_at_cursor(snap, cursor)
+    start, end, indent = check_window(snap, hole)
+    assert text[start:].startswith("    def m400(self, x):")  # the enclosing method, not the 3,200-line class
+    assert indent == "    " and text[start:end].count("\n") <= WINDOW_MAX_LINES
+    check = _Checker(snap, hole)
+    assert check.base == []  # the dedented method parses cleanly on its own
+    assert check.adds_errors('"unterminated')
+    assert not check.adds_errors("x * 2 + ")  # y = x * 2 + x + 400
+    assert check.parsed_bytes < 400  # three parses of a ~100-byte window, not of the 100 KB file
+    assert postprocess(snap, hole, "x * 2 + ") is not None
+    # at top level between definitions: a few lines either side
+    blank = text.index("\ndef tail") + 1
+    hole2 = hole_at_cursor(snap, blank - 1)
+    s2, e2, _ = check_window(snap, hole2)
+    assert text[s2:e2].count("\n") <= 2 * WINDOW_LINES + 2
