@@ -23,6 +23,7 @@ from bench.common import emit, machine  # noqa: E402
 from bench.report import markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+EDITOR_FULL_BEFORE_S = 200  # --editor auto: the full replay took ~5 min with the random checkpoint here
 EDITOR_KEYS = ("server_overhead_ms_p95", "e2e_ms_p50", "e2e_ms_p95", "steps_after_cancel_max")
 
 
@@ -73,9 +74,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: shipped model, else random)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds), for smoke tests")
-    ap.add_argument("--editor", choices=("quick", "full", "skip"), default="quick",
-                    help="editor replay size: quick (~40 keystrokes, ~1.5 min here) keeps the suite under 10 minutes "
-                         "on 2 shared cores; full (~200 keystrokes) took ~5 min")
+    ap.add_argument("--editor", choices=("auto", "quick", "full", "skip"), default="auto",
+                    help="editor replay size: full (~200 keystrokes; 0.5-5 min on 2 shared cores, by model) or quick "
+                         f"(~40); auto: full if the sections before it took under {EDITOR_FULL_BEFORE_S} s, so the "
+                         "suite stays under 10 minutes")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1: on a shared 2-core machine, 2 threads stall on each other's barriers)")
@@ -116,7 +118,9 @@ def main(argv: list[str] | None = None) -> dict:
                                                                             threads=args.threads)}
             else:
                 say("bench.lsp_latency (replayed typing through the real server)")
-                result["editor"] = editor_latency(path, args.quick or args.editor == "quick", args.threads)
+                quick = args.quick or args.editor == "quick" or (
+                    args.editor == "auto" and time.perf_counter() - t0 > EDITOR_FULL_BEFORE_S)
+                result["editor"] = editor_latency(path, quick, args.threads)
             result.setdefault("section_s", {})[section] = round(time.perf_counter() - s0, 1)
             bar.advance(overall)
     result["runtime_s"] = round(time.perf_counter() - t0, 1)
