@@ -39,6 +39,8 @@ def random_shape_suite(shape: dict, name: str, device: torch.device, dtype: torc
     t = time.perf_counter()
     model = gpu_model.random_model(cfg, device, dtype)
     build_s = time.perf_counter() - t
+    if device.type == "cuda":
+        counts["cuda_allocated_after_build_gb"] = round(torch.cuda.memory_allocated(device) / 1e9, 2)
     floor = gpu_model.weight_stream_floor(model)
     say(f"weight-streaming floor: {floor}")
     eng = gpu_model.make_engine(model)
