@@ -67,7 +67,8 @@ def engine_section(e: dict) -> list[str]:
     out += [
         "### Engine vs transformers `generate` (same checkpoint, same run, interleaved)",
         "",
-        f"Context {t['context']}, canvas {t['canvas']}, {t['steps']} steps, stopping rule off.",
+        f"Context {t['context']} encoded cold on every run (no prefix cache), canvas {t['canvas']}, {t['steps']} "
+        "steps, stopping rule off; ms/step = whole fill / steps (bench/engine_speed.py).",
         "",
         "| implementation | ms / step | canvas ms |",
         "|---|---:|---:|",

@@ -123,3 +123,15 @@ def test_gpu_suite_dry_run_writes_its_files(tmp_path):
 def test_gpu_sh_refuses_nothing_on_syntax():
     assert os.access(ROOT / "bench" / "gpu.sh", os.X_OK)
     subprocess.run(["bash", "-n", str(ROOT / "bench" / "gpu.sh")], check=True)
+
+
+def test_a_failing_editor_run_is_reported_not_raised(monkeypatch):
+    from bench import run
+
+    def boom(*a, **k):
+        raise RuntimeError("server crashed")
+
+    monkeypatch.setattr(run, "_editor_latency", boom)
+    out = run.editor_latency(None, True, 1)
+    assert "skipped" in out
+    assert "server crashed" in out["skipped"] or "not in this checkout" in out["skipped"]
