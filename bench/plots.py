@@ -104,7 +104,7 @@ def plot_all(result: dict, out: Path) -> list[Path]:
     if ed.get("samples_ms"):
         series = {"default settings (75 ms debounce)": ed["samples_ms"]}
         if ed.get("samples_debounce0_ms"):
-            series["debounce 0"] = ed["samples_debounce0_ms"]
+            series["debounce 0, 4 denoising steps"] = ed["samples_debounce0_ms"]
         paths.append(latency_distribution(series, out / "keystroke_latency.png"))
     return paths
 

@@ -1,7 +1,7 @@
 """The CPU benchmark suite (`make bench`): engine sweeps, editor latency, memory, the machine; writes
 bench/results/<date>-<host>.json, PNG plots and bench/results/latest.md.
 
-    python -m bench.run [--out DIR] [--model DIR] [--quick] [--editor quick|full|skip] [--skip-memory] [--threads N]
+    python -m bench.run [--out DIR] [--model DIR] [--quick] [--editor auto|quick|full|skip] [--skip-memory]
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ EDITOR_FULL_BEFORE_S = 200  # --editor auto: the full replay took ~5 min with th
 EDITOR_KEYS = ("server_overhead_ms_p95", "e2e_ms_p50", "e2e_ms_p95", "steps_after_cancel_max")
 
 
-def editor_latency(model: Path | None, quick: bool, threads: int) -> dict:
+def editor_latency(model: Path | None, quick: bool) -> dict:
     """bench/lsp_latency.py's measurement (it starts the real server over stdio), plus the per-keystroke
     samples of each of its replay phases for the latency histogram. Never raises: a broken editor run is reported
     in the table and must not lose the engine numbers."""
     if not (ROOT / "bench" / "lsp_latency.py").is_file():
         return {"skipped": "bench/lsp_latency.py is not in this checkout yet"}
     try:
-        return _editor_latency(model, quick, threads)
+        return _editor_latency(model, quick)
     except Exception as e:
         return {"skipped": f"bench.lsp_latency failed: {type(e).__name__}: {e}"}
 
 
-def _editor_latency(model: Path | None, quick: bool, threads: int) -> dict:
+def _editor_latency(model: Path | None, quick: bool) -> dict:
     import asyncio
 
     from bench import lsp_latency as lat
@@ -47,7 +47,7 @@ def _editor_latency(model: Path | None, quick: bool, threads: int) -> dict:
     phases: list[list[dict]] = []
     replay = lat.replay
 
-    async def recording(*a, **k):  # keeps each replay phase's rows: warm-up, debounce 0, default settings
+    async def recording(*a, **k):  # each replay phase's rows: warm-up, overhead (debounce 0, 4 steps), defaults
         rows = await replay(*a, **k)
         phases.append(rows)
         return rows
@@ -59,7 +59,7 @@ def _editor_latency(model: Path | None, quick: bool, threads: int) -> dict:
         path, label = lat.pick_model(Path(tmp), model)
         lat.replay = recording
         try:
-            out = asyncio.run(lat.run(path, label, lat.pick_file(None), quick, threads))
+            out = asyncio.run(lat.run(path, label, lat.pick_file(None), quick, False))
         finally:
             lat.replay = replay
     print(lat.table(out))
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
                 say("bench.lsp_latency (replayed typing through the real server)")
                 quick = args.quick or args.editor == "quick" or (
                     args.editor == "auto" and time.perf_counter() - t0 > EDITOR_FULL_BEFORE_S)
-                result["editor"] = editor_latency(path, quick, args.threads)
+                result["editor"] = editor_latency(path, quick)  # the server picks its own threads
             result.setdefault("section_s", {})[section] = round(time.perf_counter() - s0, 1)
             bar.advance(overall)
     result["runtime_s"] = round(time.perf_counter() - t0, 1)

@@ -132,6 +132,6 @@ def test_a_failing_editor_run_is_reported_not_raised(monkeypatch):
         raise RuntimeError("server crashed")
 
     monkeypatch.setattr(run, "_editor_latency", boom)
-    out = run.editor_latency(None, True, 1)
+    out = run.editor_latency(None, True)
     assert "skipped" in out
     assert "server crashed" in out["skipped"] or "not in this checkout" in out["skipped"]
