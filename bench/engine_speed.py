@@ -123,8 +123,10 @@ def main() -> None:
     ap.add_argument("--canvas", type=int, default=64)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=min(2, torch.get_num_threads()),
+                    help="torch threads (1 is steadier when other jobs share the cores)")
     args = ap.parse_args()
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     from bench.common import emit, machine
 
     with tempfile.TemporaryDirectory() as tmp:
