@@ -62,8 +62,9 @@ def table(results: dict, cpu_minutes: float, threads: int) -> str:
             "| recipe | steps | tokens / CPU-s | canvas tokens / CPU-s | train loss (ema) | held-out loss | "
             "held-out bits/char |", "|---|---|---|---|---|---|---|"]
     for name, r in results.items():
-        rows.append(f"| {name} | {r['step']} | {r['tokens_per_cpu_s']:.0f} | {r['canvas_tokens_per_cpu_s']:.0f} | "
-                    f"{r['ema_loss']:.3f} | {r['eval_loss']:.3f} | {r['eval_bpc']:.3f} |")
+        tps, cps = r["tokens"] / r["cpu_s"], r["canvas_tokens"] / r["cpu_s"]
+        rows.append(f"| {name} | {r['step']} | {tps:.0f} | {cps:.0f} | {r['ema_loss']:.3f} | {r['eval_loss']:.3f} | "
+                    f"{r['eval_bpc']:.3f} |")
     return "\n".join(rows)
 
 

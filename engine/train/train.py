@@ -45,6 +45,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0 or not 0 < self.min_lr_ratio <= 1:
             raise ValueError("lr > 0, total_steps >= 1, warmup_steps >= 0, min_lr_ratio in (0, 1]")
+        # Sliding layers keep only the last `sliding_window` tokens: with a suffix-first context longer than that,
+        # the suffix would reach the canvas through the full-attention layers only (REFERENCE §6).
+        if self.shape.sliding_window < self.data.context_tokens + max(self.data.canvas_lengths):
+            raise ValueError("sliding_window must cover the whole context plus the canvas")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -235,6 +239,8 @@ def train(cfg: TrainConfig, minutes: float, resume: bool = True, quiet: bool = F
         ema_loss=ema,
         tokens_per_s=state["tokens"] / max(state["elapsed_s"], 1e-9),
         canvas_tokens_per_s=state["canvas_tokens"] / max(state["elapsed_s"], 1e-9),
+        tokens_per_cpu_s=state["tokens"] / max(state["cpu_s"], 1e-9),
+        canvas_tokens_per_cpu_s=state["canvas_tokens"] / max(state["cpu_s"], 1e-9),
     )
     result.update(eval_loss(model, eval_ds, cfg))
     save_checkpoint(run, model, opt, state)

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import pytest
 import torch
 
 from engine.tokens import InfillFormat
@@ -30,6 +31,12 @@ def _setup(tmp_path, tok, **obj):
     )
     ds = HoleDataset(files, tok, InfillFormat(canvas_lengths=(16,)), data, seed=0)
     return cfg, ds
+
+
+def test_suffix_reaches_the_canvas_through_every_layer(tmp_path):
+    data = DataConfig(context_tokens=600, suffix_tokens=100)
+    with pytest.raises(ValueError, match="sliding_window"):
+        TrainConfig(run_dir=str(tmp_path), tokenizer_dir=str(tmp_path), data=data)
 
 
 def test_corrupt_is_uniform_noise_with_explicit_generator():
