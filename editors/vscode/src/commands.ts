@@ -3,6 +3,7 @@
  * server's command, report the outcome. Dependencies come in as an interface, so this has no vscode import.
  */
 import {
+  SERVER_COMMANDS,
   CommandResult,
   ExecuteCommandParams,
   LspPosition,
@@ -82,4 +83,18 @@ async function run(
     deps.error(`Dg: ${what} failed: ${err instanceof Error ? err.message : String(err)}`);
     return undefined;
   }
+}
+
+/**
+ * For the server's own commands run through the language client (its code actions, "Fill hole" and
+ * "Rewrite selection"): the same "not applied" message the palette commands show, instead of silence.
+ * Returns the raw result unchanged.
+ */
+export function reportServerCommand(command: string, raw: unknown, info: (message: string) => void): unknown {
+  const what = command === SERVER_COMMANDS.rewriteSelection ? "rewrite" : command === SERVER_COMMANDS.fillHole ? "fill" : undefined;
+  if (what) {
+    const message = resultMessage(what, parseCommandResult(raw));
+    if (message) info(message);
+  }
+  return raw;
 }

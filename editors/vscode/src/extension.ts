@@ -16,7 +16,7 @@ import {
   ServerOptions,
   State,
 } from "vscode-languageclient/node";
-import { CommandDeps, EditorSnapshot, fillHole, rewriteSelection } from "./commands";
+import { CommandDeps, EditorSnapshot, fillHole, reportServerCommand, rewriteSelection } from "./commands";
 import { InlineGate } from "./gate";
 import {
   Launch,
@@ -153,6 +153,9 @@ export class DgExtension implements vscode.Disposable {
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>
           this.gate.shouldRequest(document.languageId) ? next(document, position, context, token) : undefined,
+        // The server's commands run from its code actions: report "not applied" like the palette commands.
+        executeCommand: async (command, args, next) =>
+          reportServerCommand(command, await next(command, args), (m) => void vscode.window.showInformationMessage(m)),
       },
     };
     const client = new LanguageClient("dg", "Dg", serverOptions, clientOptions);

@@ -184,3 +184,11 @@ test("a server that fails to start leaves an error state and a message", async (
   assert.match(S.statusItems[0].text, /Dg: error/);
   assert.match(S.messages[0].text, /failed to start: exited with code 1/);
 });
+
+test("code actions' server commands go through middleware that reports 'not applied'", async () => {
+  const { client } = await activate();
+  const mw = client.clientOptions.middleware.executeCommand;
+  const raw = await mw("dg.fillHole", [{}], async () => ({ applied: false, reason: "document changed", latencyMs: 1 }));
+  assert.equal(raw.applied, false);
+  assert.deepEqual(S.messages.map((m) => m.text), ["Dg: fill not applied: document changed"]);
+});

@@ -105,3 +105,12 @@ test("a stopped server is reported instead of queueing the request", async () =>
   assert.equal(log.sent.length, 0);
   assert.match(log.error[0], /not running/);
 });
+
+test("the server's commands run from code actions report 'not applied' too", () => {
+  const shown = [];
+  const raw = { applied: false, reason: "empty fill", latencyMs: 3 };
+  assert.equal(c.reportServerCommand("dg.rewriteSelection", raw, (m) => shown.push(m)), raw);
+  c.reportServerCommand("dg.fillHole", { applied: true, reason: null, latencyMs: 3 }, (m) => shown.push(m));
+  c.reportServerCommand("other.command", null, (m) => shown.push(m));
+  assert.deepEqual(shown, ["Dg: rewrite not applied: empty fill"]);
+});
