@@ -192,7 +192,8 @@ class DgServer(LanguageServer):
         """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after."""
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
-        req = build_request(snap, hole, self.encoder(engine), engine.infill_format, s.context_tokens)
+        fmt = engine.infill_format
+        req = build_request(snap, hole, self.encoder(engine), fmt, fmt.context_budget(s.context_tokens))
         canvas_ms = (time.perf_counter() - t0) * 1e3
         key = self.cache_key(req)
         stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,

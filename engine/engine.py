@@ -128,7 +128,8 @@ class Engine:
         t = config.text
         fmt = InfillFormat(layout=fmt.layout, bos_id=t.bos_token_id, eos_id=t.eos_token_ids[0], pad_id=t.pad_token_id,
                            fim_prefix_id=fmt.fim_prefix_id, fim_middle_id=fmt.fim_middle_id,
-                           fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths)
+                           fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths,
+                           max_context_tokens=fmt.max_context_tokens)
         return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
 
     # -- text ----------------------------------------------------------------------------------------------------

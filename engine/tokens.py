@@ -45,12 +45,20 @@ class InfillFormat:
     fim_middle_id: int = 4
     fim_suffix_id: int = 5
     canvas_lengths: tuple[int, ...] = (16, 32, 64)
+    # Longest prefix + suffix the model was trained on (None: not recorded); servers should not exceed it.
+    max_context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in ("suffix_first", "prefix_first"):
             raise ValueError(f"infill layout must be 'suffix_first' or 'prefix_first', got {self.layout!r}")
         if not self.canvas_lengths or any(c <= 0 for c in self.canvas_lengths):
             raise ValueError(f"canvas_lengths must be positive, got {self.canvas_lengths}")
+        if self.max_context_tokens is not None and self.max_context_tokens < 8:
+            raise ValueError(f"max_context_tokens must be >= 8, got {self.max_context_tokens}")
+
+    def context_budget(self, requested: int) -> int:
+        """The prompt budget to use: what the client asked for, capped at what the model was trained on."""
+        return requested if self.max_context_tokens is None else min(requested, self.max_context_tokens)
 
     def context(self, prefix_ids: list[int], suffix_ids: list[int]) -> list[int]:
         if self.layout == "suffix_first":
@@ -71,9 +79,12 @@ class InfillFormat:
         return cls(
             layout=raw.get("layout", "suffix_first"),
             canvas_lengths=tuple(raw.get("canvas_lengths", (16, 32, 64))),
+            max_context_tokens=raw.get("max_context_tokens"),
             **ids,
         )
 
     def save(self, checkpoint: Path) -> None:
         body = {"layout": self.layout, "canvas_lengths": list(self.canvas_lengths)}
+        if self.max_context_tokens is not None:
+            body["max_context_tokens"] = self.max_context_tokens
         (Path(checkpoint) / INFILL_FILE).write_text(json.dumps(body, indent=2) + "\n")

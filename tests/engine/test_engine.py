@@ -141,3 +141,15 @@ print(json.dumps({{"a": a.ids, "b": b.ids, "c": c.ids, "steps": a.steps}}))
 def test_unknown_sampler_backend_is_rejected(tiny_mixed):
     with pytest.raises(ValueError, match="sampler_backend"):
         Engine.from_pretrained(tiny_mixed, device="cpu", sampler_backend="cuda-magic")
+
+
+def test_trained_context_budget_caps_the_prompt(tmp_path):
+    from engine.tokens import InfillFormat
+
+    InfillFormat(max_context_tokens=128).save(tmp_path)
+    fmt = InfillFormat.load(tmp_path, None)
+    assert fmt.max_context_tokens == 128
+    assert fmt.context_budget(1024) == 128 and fmt.context_budget(64) == 64
+    assert InfillFormat().context_budget(1024) == 1024
+    with pytest.raises(ValueError, match="max_context_tokens"):
+        InfillFormat(max_context_tokens=0)
