@@ -385,17 +385,17 @@ def test_screenshot_script_captures_ghost_text(tmp_path):
 
     out, ansi = tmp_path / "shot.png", tmp_path / "shot.ansi"
     proc = subprocess.run(
-        [sys.executable, str(PLUGIN / "scripts" / "screenshot.py"), "--stub", "hypot(dx, dy)", "--out", str(out),
-         "--ansi-out", str(ansi), "--timeout", "60"],
+        [sys.executable, str(PLUGIN / "scripts" / "screenshot.py"), "--stub", "return math.dist(p, q)",
+         "--out", str(out), "--ansi-out", str(ansi), "--timeout", "60"],
         capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1])["ghost"] == "hypot(dx, dy)"
+    assert json.loads(proc.stdout.splitlines()[-1])["ghost"] == "return math.dist(p, q)"
     capture = ansi.read_text()
     plain = re.sub(r"\x1b\[[0-9;:]*m", "", capture)
-    assert "return math.hypot(dx, dy)" in plain and "dg: ready" in plain
+    assert "    return math.dist(p, q)" in plain and "dg: ready" in plain
     # The ghost text is drawn in a colour of its own, not as typed text.
-    assert re.search(r"math\.(\x1b\[[0-9;]*m)+hypot", capture)
+    assert re.search(r"(\x1b\[[0-9;]*m)+return math\.dist", capture)
     with Image.open(out) as img:
         assert img.size[0] > 600 and img.size[1] > 200
 

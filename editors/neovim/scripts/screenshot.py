@@ -33,21 +33,16 @@ FONTS = {  # (bold, italic) -> file name, first found wins
 }
 DEFAULT_FG, DEFAULT_BG = (0xE0, 0xE2, 0xEA), (0x14, 0x16, 0x1B)  # Neovim's default dark Normal
 
-DEMO = '''import math
-
-
-def distance(p, q):
-    """Euclidean distance between two points."""
-    dx = q[0] - p[0]
-    dy = q[1] - p[1]
-    return
-
-
-def main():
-    print(distance((0, 0), (3, 4)))
-'''
-# Where to type, as (1-based line, keys typed after `A`).
-TYPE_AT = (8, " math.")
+DEMO = (
+    "import math\n\n\n"
+    "def distance(p, q):\n"
+    '    """Euclidean distance between two points."""\n'
+    "    \n\n\n"
+    "def main():\n"
+    "    print(distance((0, 0), (3, 4)))\n"
+)
+# Where to type: (1-based line, keys typed after `A`). Entering Insert mode on the empty body asks for a fill.
+TYPE_AT = (6, "")
 
 INIT = """
 vim.opt.rtp:prepend({plugin})
@@ -218,8 +213,8 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
     import pynvim
 
     work = Path(tempfile.mkdtemp(prefix="dg-shot-"))
-    demo = work / "distance.py"
-    demo.write_text(DEMO)
+    demo = work / (args.source.name if args.source else "distance.py")
+    demo.write_text(args.source.read_text() if args.source else DEMO)
     if args.stub is not None:
         cmd = [sys.executable, str(STUB)]
         settings = {"stubText": args.stub, "stubDelay": 0.02}
@@ -252,15 +247,17 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
 
         wait_for(lambda: call("return require('dg').statusline()").startswith("dg: ready"), args.timeout,
                  "the server to be ready")
-        line, keys = TYPE_AT
+        line, keys = (args.line, args.keys) if args.line else TYPE_AT
         nvim.command(f"normal! {line}G")
-        nvim.input("A")
-        for key in keys:
-            nvim.input(key)
-            time.sleep(0.08)
-        wait_for(lambda: call("return require('dg.inline').visible(0)"), args.timeout, "ghost text")
-        time.sleep(0.6)  # let the statusline show the latency and the TUI flush
-        ghost = nvim.exec_lua("return require('dg.inline').visible(0)")
+        # All keys at once: Neovim asks once, 200 ms after the last one, so the fill is reproducible.
+        nvim.input("A" + keys)
+        ghost = wait_for(lambda: call("return require('dg.inline').visible(0)"), args.timeout, "ghost text")
+        while True:  # until it has not changed for a second (a later answer may replace the first)
+            time.sleep(1.0)
+            now = call("return require('dg.inline').visible(0)")
+            if now == ghost:
+                break
+            ghost = now
         text = subprocess.run(tmux + ["capture-pane", "-p", "-e", "-t", "dg"], check=True,
                               capture_output=True, text=True).stdout
         where = subprocess.run(tmux + ["display-message", "-p", "-t", "dg", "#{cursor_x} #{cursor_y}"],
@@ -277,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-path", help="checkpoint directory (default: the server's shipped model)")
     parser.add_argument("--stub", metavar="TEXT", help="use the scripted test server answering TEXT")
     parser.add_argument("--settings", default="{}", help="extra dg settings as JSON")
+    parser.add_argument("--source", type=Path, help="file to type into (default: a small Python file)")
+    parser.add_argument("--line", type=int, help="1-based line to type at the end of (with --keys)")
+    parser.add_argument("--keys", default="", help="keys typed after `A` on --line")
     parser.add_argument("--cols", type=int, default=84)
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=180)
