@@ -59,19 +59,24 @@ def _fix_first_line(snap: Snapshot, hole: Hole, fill: str) -> str:
     return fill
 
 
-def _reindent(hole: Hole, fill: str) -> str:
-    """Block body written shallower than the hole's indent (the model dropped a level): shift it."""
-    if hole.kind != "block_body":
-        return fill
+def _reindent(snap: Snapshot, hole: Hole, fill: str) -> str:
+    """Block body, or a selection of whole lines, written shallower than the hole's indent (the model dropped a
+    level): shift it."""
     lines = fill.split("\n")
-    body = [ln for ln in lines[1:] if ln.strip()]
+    if hole.kind == "selection" and hole.start == snap.line_start(hole.start):
+        first = 0  # the selection starts at a line start: every fill line carries its own indent
+    elif hole.kind == "block_body":
+        first = 1
+    else:
+        return fill
+    body = [ln for ln in lines[first:] if ln.strip()]
     if not body:
         return fill
     have = leading_ws(body[0])
     if len(have) >= len(hole.indent) or not hole.indent.startswith(have):
         return fill
     pad = hole.indent[len(have) :]
-    return "\n".join([lines[0]] + [pad + ln if ln.strip() else ln for ln in lines[1:]])
+    return "\n".join(lines[:first] + [pad + ln if ln.strip() else ln for ln in lines[first:]])
 
 
 def _cut_scope_overrun(hole: Hole, fill: str) -> str:
@@ -168,6 +173,25 @@ def error_starts(tree: tree_sitter.Tree) -> list[int]:
     return out
 
 
+def empty_blocks(tree: tree_sitter.Tree) -> list[int]:
+    """Start bytes of empty Python blocks: tree-sitter accepts `def f():` with no body, Python does not."""
+    out, cursor = [], tree.walk()
+    visited = False
+    while True:
+        node = cursor.node
+        if not visited:
+            if node.type == "block" and node.named_child_count == 0:
+                out.append(node.start_byte)
+            if cursor.goto_first_child():
+                continue
+        if cursor.goto_next_sibling():
+            visited = False
+            continue
+        if not cursor.goto_parent():
+            return out
+        visited = True
+
+
 def count_errors(tree: tree_sitter.Tree) -> int:
     return len(error_starts(tree))
 
@@ -244,7 +268,8 @@ class _Checker:
     def _errors(self, data: bytes) -> list[int]:
         src = self.head + data + self.tail
         self.parsed_bytes += len(src)
-        return error_starts(self.parser.parse(src))
+        tree = self.parser.parse(src)
+        return sorted(error_starts(tree) + (empty_blocks(tree) if self.snap.language == "python" else []))
 
     def adds_errors(self, fill: str) -> bool:
         self.parses += 1
@@ -296,7 +321,7 @@ def postprocess(snap: Snapshot, hole: Hole, fill: str) -> str | None:
     fill = fill.replace("\r\n", "\n")
     fill = _limit_lines(hole, fill)
     fill = _fix_first_line(snap, hole, fill)
-    fill = _reindent(hole, fill)
+    fill = _reindent(snap, hole, fill)
     fill = _cut_scope_overrun(hole, fill)
     fill = _drop_repeated_suffix(snap, hole, fill)
     fill = _drop_suffix_overlap(snap, hole, fill)

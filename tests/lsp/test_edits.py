@@ -195,3 +195,26 @@ def test_syntax_check_parses_a_bounded_window_of_a_big_file():
     hole2 = hole_at_cursor(snap, blank - 1)
     s2, e2, _ = check_window(snap, hole2)
     assert text[s2:e2].count("\n") <= 2 * WINDOW_LINES + 2
+
+
+def test_a_python_body_left_empty_is_an_error():
+    """tree-sitter-python parses `def f():` with no body without an ERROR node; Python rejects it."""
+    from dg_lsp.edits import _Checker
+
+    text = "def describe(shapes):\n    total = sum(shapes)\n    return total\n\n\nx = 1\n"
+    snap = Document("file:///a.py", "python", 1, text).snapshot()
+    start = text.index("    total")
+    end = text.index("\n\n\nx") + 1
+    hole = hole_for_selection(snap, start, end, widen=False)
+    check = _Checker(snap, hole)
+    assert check.adds_errors("garbage\n")  # dedented: the function is left without a body
+    assert not check.adds_errors("    return 0\n")
+
+
+def test_a_rewritten_selection_keeps_the_selection_indent():
+    text = "def describe(shapes):\n    total = sum(shapes)\n    return total\n"
+    snap = Document("file:///a.py", "python", 1, text).snapshot()
+    start = text.index("    total")
+    hole = hole_for_selection(snap, start, len(text), widen=False)
+    out = postprocess(snap, hole, "return sum(shapes)\n")
+    assert out is not None and out.startswith("    return sum(shapes)")
