@@ -218,3 +218,11 @@ def test_a_rewritten_selection_keeps_the_selection_indent():
     hole = hole_for_selection(snap, start, len(text), widen=False)
     out = postprocess(snap, hole, "return sum(shapes)\n")
     assert out is not None and out.startswith("    return sum(shapes)")
+
+
+def test_control_characters_and_replacement_chars_end_the_fill():
+    text = "import math\nx = math.\n"
+    snap = Document("file:///a.py", "python", 1, text).snapshot()
+    hole = hole_at_cursor(snap, text.index("math.\n") + len("math."))
+    assert postprocess(snap, hole, "pi\x18\r junk") == "pi"
+    assert postprocess(snap, hole, "\ufffdpi") is None
