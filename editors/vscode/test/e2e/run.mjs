@@ -240,10 +240,25 @@ async function ghostTextAndTab(page, ctx) {
   const header = "def area_of_circle(radius):";
   await page.keyboard.type(header, { delay: 15 });
   await page.keyboard.press("Enter");
-  const ghost = await waitFor(async () => {
-    const g = await ghostText(page);
-    return g.trim() ? g : undefined;
-  }, FILL_TIMEOUT, "ghost text", page);
+  // A small model may answer "empty fill" for the bare body; then keep typing the body like a user would,
+  // one character at a time, each keystroke asking again.
+  const body = "return math.pi * radius ** 2";
+  let typed = "";
+  const shown = async (ms) =>
+    waitFor(async () => {
+      const g = await ghostText(page);
+      return g.trim() ? g : undefined;
+    }, ms, "ghost text", page).catch((err) => {
+      if (/server is down/.test(err.message)) throw err;
+      return undefined;
+    });
+  let ghost = await shown(20_000);
+  while (!ghost && typed.length < 12) {
+    typed += body[typed.length];
+    await page.keyboard.type(typed.at(-1));
+    ghost = await shown(10_000);
+  }
+  if (!ghost) throw new Error(`no ghost text after the header and ${JSON.stringify(typed)}`);
   log(`ghost text: ${JSON.stringify(ghost)}`);
   await page.waitForTimeout(300); // let the decoration settle before the picture
   mkdirSync(ARTIFACTS, { recursive: true });
@@ -260,7 +275,7 @@ async function ghostTextAndTab(page, ctx) {
   const after = await saveAndRead(page, ctx, "calc.py");
   log(`after Tab: ${JSON.stringify(after)}`);
   // Everything up to the header is untouched, and what follows it is the text that was shown.
-  const start = `${FILES["calc.py"]}${header}\n`;
+  const start = `${FILES["calc.py"]}${header}\n    ${typed}`;
   if (!after.startsWith(start)) throw new Error(`text before the cursor changed: ${JSON.stringify(after)}`);
   const firstGhostLine = ghost.split("\n").find((l) => l.trim() !== "").trim();
   if (!after.slice(start.length).includes(firstGhostLine)) {
