@@ -161,7 +161,7 @@ def acceptance(eng, contexts: Contexts, canvases=(16, 32, 64), context: int = 51
                 got[mode]["ms"].append(res.timings["decode_ms"])
         for mode in modes:
             g = got[mode]
-            rows.append({"canvas": c, "mode": mode, "step_budget": budget[mode] or c,
+            rows.append({"canvas": c, "context": context, "mode": mode, "step_budget": budget[mode] or c,
                          "steps_per_canvas": median(g["steps"]), "tokens_accepted_per_step": round(median(g["acc"]), 3),
                          "canvas_ms": round(median(g["ms"]), 2), "tokens_per_s": round(c * 1e3 / median(g["ms"]), 1)})
     return rows
@@ -254,13 +254,16 @@ def sweep(eng, label: str, sizes: dict, progress: Progress = _noop, context_budg
     """Every engine-only measurement on a loaded engine."""
     contexts = Contexts(eng)
     base = min(512, sizes["contexts"][-1])
+    # Acceptance depends on what the model predicts: keep its context within the length it was trained on.
+    trained = getattr(eng.infill_format, "max_context_tokens", None)
+    acc_context = min(base, trained) if trained else base
     return {
         "model": model_info(eng, label),
         "canvas_sweep": canvas_sweep(eng, contexts, sizes["canvases"], context=base, steps=sizes["steps"],
                                      repeats=sizes["repeats"], progress=progress),
         "context_sweep": context_sweep(eng, contexts, sizes["contexts"], steps=sizes["steps"],
                                        repeats=sizes["repeats"], budget_s=context_budget_s, progress=progress),
-        "acceptance": acceptance(eng, contexts, sizes["acceptance"], context=base, samples=sizes["samples"],
+        "acceptance": acceptance(eng, contexts, sizes["acceptance"], context=acc_context, samples=sizes["samples"],
                                  progress=progress),
         "prefix_cache": prefix_cache(eng, contexts, sizes["prefix_context"], keystrokes=sizes["keystrokes"],
                                      progress=progress),

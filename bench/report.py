@@ -53,7 +53,8 @@ def engine_section(e: dict) -> list[str]:
         "parallel and one-per-step get the same step budget (= canvas length, enough for one-per-step to fill the "
         "canvas) and the checkpoint's entropy bound; default-steps is parallel with the checkpoint's own budget (what "
         "the server runs). The stability rule may end any of them early. The modes alternate on each of a few "
-        "contexts (medians); tokens/s = canvas tokens / denoising time.",
+        f"contexts of {e['acceptance'][0].get('context', '?')} tokens (medians; the model's trained context length "
+        "when it declares one); tokens/s = canvas tokens / denoising time.",
         "",
         "| canvas | mode | step budget | steps / canvas | tokens accepted / step | canvas ms | tokens/s |",
         "|---:|---|---:|---:|---:|---:|---:|",
