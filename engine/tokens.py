@@ -71,11 +71,13 @@ class InfillFormat:
         raw = json.loads(path.read_text()) if path.exists() else {}
         ids = {}
         if tokenizer is not None:
-            for name, tok in (("fim_prefix_id", "<fim_prefix>"), ("fim_middle_id", "<fim_middle>"),
-                              ("fim_suffix_id", "<fim_suffix>")):
-                tid = tokenizer.token_to_id(tok)
-                if tid is not None:
-                    ids[name] = tid
+            # ours, then the CodeGemma/StarCoder spellings; ids are always read from the tokenizer
+            for name, part in (("fim_prefix_id", "prefix"), ("fim_middle_id", "middle"), ("fim_suffix_id", "suffix")):
+                for tok in (f"<fim_{part}>", f"<|fim_{part}|>", f"<fim-{part}>"):
+                    tid = tokenizer.token_to_id(tok)
+                    if tid is not None:
+                        ids[name] = tid
+                        break
         return cls(
             layout=raw.get("layout", "suffix_first"),
             canvas_lengths=tuple(raw.get("canvas_lengths", (16, 32, 64))),
