@@ -40,10 +40,9 @@ SEARCH_BUDGET_S = 0.015
 _GARBAGE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")
 
 
-def _cut_garbage(fill: str) -> str:
-    """Control characters and U+FFFD (a byte-level token cut mid-character) never belong in code: stop there."""
-    m = _GARBAGE.search(fill)
-    return fill if m is None else fill[: m.start()]
+def _drop_garbage(fill: str) -> str:
+    """Control characters and U+FFFD (a byte-level token cut mid-character) never belong in code: drop them."""
+    return _GARBAGE.sub("", fill)
 
 
 def _limit_lines(hole: Hole, fill: str) -> str:
@@ -327,7 +326,7 @@ def postprocess(snap: Snapshot, hole: Hole, fill: str) -> str | None:
     """Engine text -> the text to put in the hole, or None when nothing usable is left."""
     if not fill or not fill.strip():
         return None
-    fill = _cut_garbage(fill.replace("\r\n", "\n"))
+    fill = _drop_garbage(fill.replace("\r\n", "\n"))
     fill = _limit_lines(hole, fill)
     fill = _fix_first_line(snap, hole, fill)
     fill = _reindent(snap, hole, fill)

@@ -220,9 +220,10 @@ def test_a_rewritten_selection_keeps_the_selection_indent():
     assert out is not None and out.startswith("    return sum(shapes)")
 
 
-def test_control_characters_and_replacement_chars_end_the_fill():
+def test_control_characters_and_replacement_chars_are_dropped():
     text = "import math\nx = math.\n"
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, text.index("math.\n") + len("math."))
-    assert postprocess(snap, hole, "pi\x18\r junk") == "pi"
-    assert postprocess(snap, hole, "\ufffdpi") is None
+    assert postprocess(snap, hole, "p\x18i\r") == "pi"
+    assert postprocess(snap, hole, "\ufffdpi") == "pi"
+    assert postprocess(snap, hole, "\x00\ufffd") is None
