@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-py test-vscode bench lint
+.PHONY: setup demo test test-py test-vscode bench lint train
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -42,3 +42,10 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m bench.run
+
+# Retrain the shipped model from the standard library (about 90 minutes on 2 CPU cores; resumable).
+train: setup
+	$(BIN)/python -m engine.train.build_tokenizer --out runs/tok4k --vocab-size 4096
+	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/python -m engine.train.train --run-dir runs/main --tokenizer-dir runs/tok4k \
+		--shape small --noise-draws 1 --schedule-minutes 90 --minutes 90 --threads 1
+	$(BIN)/python -m engine.train.export --run-dir runs/main
