@@ -184,11 +184,11 @@ class Layer(nn.Module):
         self.register_buffer("enc_layer_scalar", torch.ones(1))
         self.register_buffer("dec_layer_scalar", torch.ones(1))
 
-    def forward(self, x, cos, sin, keys, values, mask, decoder: bool) -> torch.Tensor:
+    def forward(self, x, h, cos, sin, keys, values, mask, decoder: bool) -> torch.Tensor:
+        """x (B, T, H) residual stream; h = input_layernorm(x), already computed by the caller for this block's K/V."""
         n = lambda t, w: rms_norm(t, w, self.eps)  # noqa: E731
         residual = x
-        x = residual + n(self.self_attn(n(x, self.input_layernorm), cos, sin, keys, values, mask),
-                         self.post_attention_layernorm)
+        x = residual + n(self.self_attn(h, cos, sin, keys, values, mask), self.post_attention_layernorm)
         residual = x
         dense = n(self.mlp(n(x, self.pre_feedforward_layernorm)), self.post_feedforward_layernorm_1)
         flat = residual.reshape(-1, residual.shape[-1])
@@ -267,7 +267,7 @@ class DiffusionGemmaText(nn.Module):
             mask = k_pos <= q_pos
             if spec.sliding:
                 mask = mask & (k_pos > q_pos - self.cfg.sliding_window)
-            x = layer(x, cos, sin, k[:, :, lo:], v[:, :, lo:], mask, decoder=False)
+            x = layer(x, h, cos, sin, k[:, :, lo:], v[:, :, lo:], mask, decoder=False)
         return new
 
     # -- decoder -------------------------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ class DiffusionGemmaText(nn.Module):
             lo = self._window_start(spec, L)
             keys = torch.cat([cache.keys[i][:, :, lo:], k], dim=2)
             values = torch.cat([cache.values[i][:, :, lo:], v], dim=2)
-            x = layer(x, cos, sin, keys, values, None, decoder=True)
+            x = layer(x, h, cos, sin, keys, values, None, decoder=True)
         x = rms_norm(x, self.norm, self.cfg.rms_norm_eps)
         logits = F.linear(x, self.lm_head if self.lm_head is not None else self.embed_tokens).float()
         cap = self.cfg.final_logit_softcapping
