@@ -9,11 +9,14 @@ Lines are split at "\\n" (a "\\r\\n" line ends before its "\\r"); a lone "\\r" i
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+import numpy as np
 import tree_sitter
 
 from dg_lsp.languages import LangSpec, grammar_key, parser, spec
@@ -23,6 +26,7 @@ Encoding = Literal["utf-8", "utf-16", "utf-32"]
 # Above this many UTF-8 bytes we keep no tree (parsing a 10 MB file per keystroke would stall the loop); the
 # context layer then falls back to line-based holes.
 MAX_TREE_BYTES = 2_000_000
+_NEWLINE = re.compile("\n")
 
 
 def _utf8_width(ch: str) -> int:
@@ -66,15 +70,25 @@ def line_end_of(text: str, offset: int) -> int:
     return end - 1 if end > 0 and text[end - 1] == "\r" and end - 1 >= offset else end
 
 
-def offset_at(text: str, line: int, character: int, encoding: Encoding) -> int:
+def line_starts(text: str) -> np.ndarray:
+    """Offsets where each line of `text` starts (the first is 0)."""
+    return np.fromiter((0, *(m.end() for m in _NEWLINE.finditer(text))), dtype=np.int64)
+
+
+def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray | None = None) -> int:
     """LSP position -> index into `text`. Clamps (never raises): past a line's end -> the line end; past the
-    last line -> len(text); negative values -> 0."""
-    pos = 0
-    for _ in range(max(line, 0)):
-        nl = text.find("\n", pos)
-        if nl < 0:
+    last line -> len(text); negative values -> 0. `starts` (the text's `line_starts`) makes it O(1)."""
+    if starts is not None:
+        if line >= len(starts):
             return len(text)
-        pos = nl + 1
+        pos = int(starts[max(line, 0)])
+    else:
+        pos = 0
+        for _ in range(max(line, 0)):
+            nl = text.find("\n", pos)
+            if nl < 0:
+                return len(text)
+            pos = nl + 1
     end = line_end_of(text, pos)
     return pos + _chars_for_units(text[pos:end], character, encoding)
 
@@ -110,7 +124,9 @@ def _change_parts(change: Any) -> tuple[tuple[int, int, int, int] | None, str]:
 class Snapshot:
     """An immutable view of one document version that a worker thread may read while the loop keeps editing.
 
-    `tree` is a copy owned by this snapshot (None when there is no grammar or the file is too big).
+    `tree` is a copy owned by this snapshot (None when there is no grammar or the file is too big). When the
+    reparse did not finish within the caller's budget, `tree_fresh` is False and `tree` is the last parsed tree
+    with every edit since applied (`Tree.edit`): its positions fit `text`, its structure is the last parse's.
     """
 
     uri: str
@@ -119,6 +135,8 @@ class Snapshot:
     language: str | None
     tree: tree_sitter.Tree | None
     language_id: str = ""
+    tree_fresh: bool = True
+    starts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def spec(self) -> LangSpec | None:
@@ -155,43 +173,116 @@ class Snapshot:
         return line_end_of(self.text, offset)
 
     def offset_at(self, line: int, character: int, encoding: Encoding) -> int:
-        return offset_at(self.text, line, character, encoding)
+        return offset_at(self.text, line, character, encoding, self.starts)
 
     def position_at(self, offset: int, encoding: Encoding) -> tuple[int, int]:
         return position_at(self.text, offset, encoding)
 
 
 class Document:
-    """One open document. Mutated only on the event loop; workers read `snapshot()`s."""
+    """One open document. Mutated only on the event loop; workers read `snapshot()`s.
+
+    A change applies the text and `Tree.edit`s the tree but does not reparse: the reparse happens when a tree
+    is needed (`tree`, `snapshot`), so a burst of keystrokes costs one parse. tree-sitter's error recovery can
+    make one incremental reparse of a big file take tens of milliseconds (an unclosed quote), so the keystroke
+    path asks for a bounded one (`snapshot(budget_s)`) and a thread catches up (`catch_up_job` / `install`).
+    """
 
     def __init__(self, uri: str, language_id: str, version: int, text: str) -> None:
         self.uri = uri
         self.language_id = language_id
         self.version = version
         self.text = text
+        self.starts = line_starts(text)
         key = grammar_key(language_id)
         self._parser = parser(key) if key else None
         self.language: str | None = key if self._parser is not None else None
-        self.tree: tree_sitter.Tree | None = None
-        self._parse(None)
+        self._tree: tree_sitter.Tree | None = None
+        self._fresh = False  # _tree was parsed from exactly self.text
+        self._full_since = 0  # rev of the last whole-text replacement
+        self._rev = 0  # counts apply_changes calls (client versions need not be trusted to increase)
+        self._parsed_rev = -1
+        self._edits: list[tuple[int, dict[str, Any]]] = []  # (rev, Tree.edit kwargs) since _parsed_rev
+        self.parse()
 
-    def _parse(self, old: tree_sitter.Tree | None) -> None:
-        data = self.text.encode("utf-8", "surrogatepass") if self._parser is not None else b""
-        if self._parser is None or len(data) > MAX_TREE_BYTES:
-            self.tree = None
-            return
-        self.tree = self._parser.parse(data, old) if old is not None else self._parser.parse(data)
+    @property
+    def tree(self) -> tree_sitter.Tree | None:
+        """The tree of the current text (reparsed now if a change came since)."""
+        self.parse()
+        return self._tree
+
+    @property
+    def tree_fresh(self) -> bool:
+        return self._fresh
+
+    def _data(self) -> bytes | None:
+        if self._parser is None:
+            return None
+        data = self.text.encode("utf-8", "surrogatepass")
+        return data if len(data) <= MAX_TREE_BYTES else None
+
+    def parse(self, budget_s: float | None = None) -> bool:
+        """Bring the tree up to date; with `budget_s`, give up after that long (the tree stays as it was, edits
+        applied). True when the tree is fresh afterwards."""
+        if self._fresh:
+            return True
+        data = self._data()
+        if data is None:
+            self._tree, self._fresh, self._edits, self._parsed_rev = None, True, [], self._rev
+            return True
+        old = self._tree
+        if budget_s is None:
+            tree = self._parser.parse(data, old) if old is not None else self._parser.parse(data)
+        else:
+            deadline = time.perf_counter() + budget_s
+            try:
+                tree = self._parser.parse(lambda b, _p: data[b:b + 65536], old,
+                                          progress_callback=lambda *_: time.perf_counter() > deadline)
+            except ValueError:  # stopped by the deadline
+                self._parser.reset()
+                return False
+        self._install(tree, self._rev)
+        return True
+
+    def _install(self, tree: tree_sitter.Tree, rev: int) -> None:
+        self._tree, self._fresh, self._parsed_rev, self._edits = tree, True, rev, []
+
+    def catch_up_job(self) -> tuple[int, bytes, tree_sitter.Tree | None, tree_sitter.Parser] | None:
+        """What a thread needs to reparse the current text without a budget, or None when the tree is fresh."""
+        data = None if self._fresh else self._data()
+        if data is None:
+            return None
+        return self._rev, data, (self._tree.copy() if self._tree is not None else None), parser(self.language)
+
+    def install(self, rev: int, tree: tree_sitter.Tree) -> bool:
+        """Adopt a tree a thread parsed from the text of revision `rev` (from `catch_up_job`); edits made since
+        are applied to it, so the next reparse is a small incremental one. False when it is of no use: a newer
+        parse landed, or the whole text was replaced since."""
+        if self._parsed_rev >= rev:
+            return False
+        if rev == self._rev:
+            self._install(tree, rev)
+            return True
+        if self._tree is None or self._full_since > rev:
+            return False
+        later = [(r, e) for r, e in self._edits if r > rev]
+        for _, e in later:
+            tree.edit(**e)
+        self._tree, self._fresh, self._parsed_rev, self._edits = tree, False, rev, later
+        return True
 
     def apply_changes(self, changes: Iterable[Any], version: int, encoding: Encoding = "utf-16") -> None:
-        """Apply LSP content changes in order (full or range changes); edit the tree and reparse once."""
-        text, tree = self.text, self.tree
+        """Apply LSP content changes in order (full or range changes); edit the tree (the reparse comes later)."""
+        text, tree, starts = self.text, self._tree, self.starts
+        self._rev += 1
         for change in changes:
             rng, new = _change_parts(change)
             if rng is None:
-                text, tree = new, None
+                text, tree, starts = new, None, line_starts(new)
+                self._edits, self._full_since = [], self._rev
                 continue
-            start = offset_at(text, rng[0], rng[1], encoding)
-            end = offset_at(text, rng[2], rng[3], encoding)
+            start = offset_at(text, rng[0], rng[1], encoding, starts)
+            end = offset_at(text, rng[2], rng[3], encoding, starts)
             start, end = min(start, end), max(start, end)
             if tree is not None:
                 start_byte = len(text[:start].encode("utf-8", "surrogatepass"))
@@ -204,21 +295,31 @@ class Document:
                 else:
                     tail = new[last_nl + 1 :].encode("utf-8", "surrogatepass")
                     new_end_point = (start_point[0] + new.count("\n"), len(tail))
-                tree.edit(
-                    start_byte=start_byte,
-                    old_end_byte=old_end_byte,
-                    new_end_byte=start_byte + len(new_bytes),
-                    start_point=start_point,
-                    old_end_point=old_end_point,
-                    new_end_point=new_end_point,
-                )
+                edit = {"start_byte": start_byte, "old_end_byte": old_end_byte,
+                        "new_end_byte": start_byte + len(new_bytes), "start_point": start_point,
+                        "old_end_point": old_end_point, "new_end_point": new_end_point}
+                tree.edit(**edit)
+                self._edits.append((self._rev, edit))
+            starts = _splice_starts(starts, start, end, new)
             text = text[:start] + new + text[end:]
-        self.text, self.version = text, version
-        self._parse(tree)
+        self.text, self.version, self.starts = text, version, starts
+        self._tree, self._fresh = tree, False
 
-    def snapshot(self) -> Snapshot:
-        tree = self.tree.copy() if self.tree is not None else None
-        return Snapshot(self.uri, self.version, self.text, self.language, tree, self.language_id)
+    def snapshot(self, budget_s: float | None = None) -> Snapshot:
+        """An immutable view; the tree reparsed first (within `budget_s` when given, see `Snapshot`)."""
+        self.parse(budget_s)
+        tree = self._tree.copy() if self._tree is not None else None
+        return Snapshot(self.uri, self.version, self.text, self.language, tree, self.language_id, self._fresh,
+                        self.starts)
+
+
+def _splice_starts(starts: np.ndarray, start: int, end: int, new: str) -> np.ndarray:
+    """Line starts after replacing text[start:end] with `new` (a new array: snapshots keep the old one)."""
+    first = int(np.searchsorted(starts, start, side="right"))  # lines starting at or before `start` stay
+    last = int(np.searchsorted(starts, end, side="right"))  # lines starting after `end` shift
+    added = [start + m.end() for m in _NEWLINE.finditer(new)]
+    delta = len(new) - (end - start)
+    return np.concatenate((starts[:first], np.asarray(added, dtype=np.int64), starts[last:] + delta))
 
 
 class DocumentStore:
@@ -243,9 +344,9 @@ class DocumentStore:
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 
-    def snapshot(self, uri: str) -> Snapshot | None:
+    def snapshot(self, uri: str, budget_s: float | None = None) -> Snapshot | None:
         doc = self._docs.get(uri)
-        return doc.snapshot() if doc is not None else None
+        return doc.snapshot(budget_s) if doc is not None else None
 
     def __contains__(self, uri: str) -> bool:
         return uri in self._docs

@@ -11,6 +11,8 @@
 6. syntax: a bounded window of the edited document around the hole (see `check_window`) is re-parsed; a fill
    that adds tree-sitter ERROR/MISSING nodes (more of them than the window had, or as many but one inside the
    fill) is shortened -- by lines, then at token boundaries -- to the longest version that adds none, or dropped.
+   The check has a time budget (it runs on a keystroke); a fill it could not verify in time is not shown. The
+   window's own parse does not depend on the fill, so the server runs it (`prepare_check`) beside the engine.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"
 _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
-WINDOW_MAX_LINES = 300
-WINDOW_LINES = 40
-SEARCH_BUDGET_S = 0.015
+WINDOW_MAX_LINES = 150
+WINDOW_LINES = 30
+VALIDATE_BUDGET_S = 0.004  # parsing the window with the fill, and the shortening search if it adds errors
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
@@ -256,11 +258,19 @@ def _dedent(piece: str, indent: str, at_line_start: bool) -> str:
                      for i, ln in enumerate(lines))
 
 
+class OutOfTime(Exception):
+    """A syntax-check parse passed the check's deadline."""
+
+
 class _Checker:
-    """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own."""
+    """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own.
+
+    The window's own parse (the baseline) runs unbounded in the constructor; later parses stop at `deadline`
+    (a `time.perf_counter()` value, None for no limit) by raising OutOfTime."""
 
     def __init__(self, snap: Snapshot, hole: Hole) -> None:
         self.snap, self.hole = snap, hole
+        self.deadline: float | None = None
         self.parser = parser(snap.language) if snap.language else None
         ws, we, self.indent = check_window(snap, hole)
         self.window = (ws, we)
@@ -276,7 +286,16 @@ class _Checker:
     def _errors(self, data: bytes) -> list[int]:
         src = self.head + data + self.tail
         self.parsed_bytes += len(src)
-        tree = self.parser.parse(src)
+        deadline = self.deadline
+        if deadline is None:
+            tree = self.parser.parse(src)
+        else:
+            try:
+                tree = self.parser.parse(lambda b, _p: src[b:b + 65536],
+                                         progress_callback=lambda *_: time.perf_counter() > deadline)
+            except ValueError:  # stopped at the deadline
+                self.parser.reset()
+                raise OutOfTime from None
         return sorted(error_starts(tree) + (empty_blocks(tree) if self.snap.language == "python" else []))
 
     def adds_errors(self, fill: str) -> bool:
@@ -290,40 +309,66 @@ class _Checker:
         return any(sb <= e <= sb + len(data) for e in errors)
 
 
-def _validate(snap: Snapshot, hole: Hole, fill: str) -> str | None:
+def prepare_check(snap: Snapshot, hole: Hole) -> _Checker | None:
+    """The syntax check's fill-independent part (the window and its own parse), or None when there is none."""
     if snap.tree is None or not snap.language:
-        return fill
+        return None
     check = _Checker(snap, hole)
-    if check.parser is None or not check.adds_errors(fill):
-        return fill
-    # shortening is a search: bounded in parses and in time (the answer is due on a keystroke)
-    deadline = time.perf_counter() + SEARCH_BUDGET_S
+    return check if check.parser is not None else None
+
+
+def _validate(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None, budget_s: float | None) -> str | None:
+    if check is None:
+        check = prepare_check(snap, hole)
+        if check is None:
+            return fill
+    check.deadline = None if budget_s is None else time.perf_counter() + budget_s
+    try:
+        if not check.adds_errors(fill):
+            return fill
+    except OutOfTime:  # not verified in time: not shown
+        return None
+    return _shorten(check, fill)
+
+
+def _shorten(check: _Checker, fill: str) -> str | None:
+    """The longest prefix of `fill` (whole lines, then tokens) that adds no errors, found within the check's
+    deadline and parse count (the answer is due on a keystroke); None when none was found in time."""
     lines = fill.split("\n")
     best = ""
-    for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
-        cand = "\n".join(lines[:n]).rstrip()
-        if check.parses >= _MAX_PARSES or time.perf_counter() > deadline:
-            break
-        if cand.strip() and not check.adds_errors(cand):
-            best = cand
-            break
-    # then the next line cut at token boundaries, longest first
-    n_kept = best.count("\n") + 1 if best else 0
-    if n_kept < len(lines):
-        head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
-        ends = [m.end() for m in _TOKEN_END.finditer(lines[n_kept])]
-        for e in reversed(ends[:-1]):  # the whole line already failed (as part of a longer candidate)
-            if check.parses >= _MAX_PARSES or time.perf_counter() > deadline:
-                break
-            cand = (head + lines[n_kept][:e]).rstrip()
-            if len(cand) > len(best) and cand.strip() and not check.adds_errors(cand):
+
+    def late() -> bool:
+        return check.parses >= _MAX_PARSES or (check.deadline is not None and time.perf_counter() > check.deadline)
+
+    try:
+        for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
+            cand = "\n".join(lines[:n]).rstrip()
+            if late():
+                return best or None
+            if cand.strip() and not check.adds_errors(cand):
                 best = cand
                 break
+        # then the next line cut at token boundaries, longest first
+        n_kept = best.count("\n") + 1 if best else 0
+        if n_kept < len(lines):
+            head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
+            ends = [m.end() for m in _TOKEN_END.finditer(lines[n_kept])]
+            for e in reversed(ends[:-1]):  # the whole line already failed (as part of a longer candidate)
+                if late():
+                    break
+                cand = (head + lines[n_kept][:e]).rstrip()
+                if len(cand) > len(best) and cand.strip() and not check.adds_errors(cand):
+                    best = cand
+                    break
+    except OutOfTime:
+        pass
     return best or None
 
 
-def postprocess(snap: Snapshot, hole: Hole, fill: str) -> str | None:
-    """Engine text -> the text to put in the hole, or None when nothing usable is left."""
+def postprocess(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None = None,
+                budget_s: float | None = VALIDATE_BUDGET_S) -> str | None:
+    """Engine text -> the text to put in the hole, or None when nothing usable is left. `check`: from
+    `prepare_check(snap, hole)` when it was run ahead; `budget_s`: the syntax check's time (None: no limit)."""
     if not fill or not fill.strip():
         return None
     fill = _drop_garbage(fill.replace("\r\n", "\n"))
@@ -336,7 +381,7 @@ def postprocess(snap: Snapshot, hole: Hole, fill: str) -> str | None:
     fill = _close_block(snap, hole, fill)
     if not fill.strip():
         return None
-    fill = _validate(snap, hole, fill)
+    fill = _validate(snap, hole, fill, check, budget_s)
     if fill is not None and "\r\n" in snap.text:
         fill = fill.replace("\n", "\r\n")
     return fill if fill and fill.strip() else None

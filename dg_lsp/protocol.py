@@ -10,12 +10,15 @@ Three places where pygls' defaults do not fit (all pygls 2.x internals, pinned b
   (`workDoneToken`), and an unknown command deserves a precise error.
 - Malformed messages: pygls only logs a body that is not JSON, and silently drops a request whose params do
   not fit their type (the client then waits forever). We answer both with JSON-RPC errors.
+- Timing: the arrival of each message (`received_at`) and a hook once a response is written, so the server can
+  report its own per-keystroke time and send a request's dg/status after its answer, not before it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from lsprotocol import types
@@ -26,6 +29,18 @@ log = logging.getLogger(__name__)
 
 
 class DgProtocol(LanguageServerProtocol):
+    received_at = 0.0  # time.perf_counter() when the message being handled arrived (parsed)
+
+    def handle_message(self, message: Any) -> None:
+        self.received_at = time.perf_counter()
+        super().handle_message(message)
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        super()._send_response(msg_id, result, error)
+        after = getattr(self._server, "after_response", None)
+        if after is not None:
+            after(str(msg_id))
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:

@@ -26,7 +26,7 @@ from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_comm
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import DocumentStore, Snapshot, offset_at, position_at
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, to_lsp_range
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, prepare_check, to_lsp_range
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
 
@@ -42,6 +42,10 @@ def server_version() -> str:
 
 STATUS = "dg/status"
 DRAFT = "dg/draft"
+# How long a keystroke may wait for the tree-sitter reparse. Most reparses take ~1 ms; an unclosed quote in a big
+# file can take tens of ms (error recovery). Past the budget the request uses the last tree (edits applied) and
+# a thread finishes the parse for the next keystroke.
+PARSE_BUDGET_S = 0.0025
 
 
 @dataclass
@@ -69,6 +73,9 @@ class DgServer(LanguageServer):
         self._ids = itertools.count(1)
         self._load_task: asyncio.Task | None = None
         self._encoder: tuple[Any, MemoEncoder] | None = None
+        self._catch_ups: dict[str, asyncio.Task] = {}
+        self._change_at: dict[str, float] = {}  # uri -> arrival of its latest didChange
+        self._after_response: dict[str, tuple[dict[str, Any], float | None]] = {}  # request id -> dg/status body
 
     # -- small helpers (all on the loop) -----------------------------------------------------------------
 
@@ -90,6 +97,8 @@ class DgServer(LanguageServer):
     def offset(self, snap: Snapshot, pos: T.Position) -> int | None:
         """Offset of `pos`, or None when its line is past the last one (a character past a line's end means
         the line's end, as LSP says)."""
+        if snap.starts is not None:
+            return None if pos.line >= len(snap.starts) else snap.offset_at(pos.line, pos.character, self.encoding)
         off = offset_at(snap.text, pos.line, pos.character, self.encoding)
         if off == len(snap.text) and position_at(snap.text, off, self.encoding)[0] < pos.line:
             return None
@@ -111,6 +120,21 @@ class DgServer(LanguageServer):
         if request is not None:
             body["request"] = request
         self.protocol.notify(STATUS, body)
+
+    def status_after_response(self, request: dict[str, Any], since: float | None) -> None:
+        """Send this request's dg/status once its answer is written (`after_response`), with the server's own
+        time from `since` (the arrival of the keystroke's didChange, else of the request) to that write."""
+        self._after_response[request["id"]] = (request, since)
+        while len(self._after_response) > 64:  # a request pygls never answered must not pile up
+            self._after_response.pop(next(iter(self._after_response)))
+
+    def after_response(self, msg_id: str) -> None:
+        pending = self._after_response.pop(msg_id, None)
+        if pending is not None:
+            request, since = pending
+            if since is not None:
+                request["respondedMs"] = round((time.perf_counter() - since) * 1e3, 3)
+            self.send_status(request=request)
 
     def warn(self, message: str) -> None:
         log.warning("%s", message)
@@ -188,8 +212,9 @@ class DgServer(LanguageServer):
         return None
 
     async def fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
-                   progress_token: T.ProgressToken | None = None) -> Outcome:
-        """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after."""
+                   progress_token: T.ProgressToken | None = None, since: float | None = None) -> Outcome:
+        """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after (for
+        an inline/completion request, `since` given: after its answer)."""
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
         fmt = engine.infill_format
@@ -202,17 +227,27 @@ class DgServer(LanguageServer):
                                  "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length,
                                  "canvasMs": round(canvas_ms, 3)}
         reason = None
+        # The syntax check's baseline (the window around the hole parsed as it is) does not depend on the fill:
+        # a thread parses it while the engine runs (tree-sitter releases the GIL).
+        check = asyncio.ensure_future(asyncio.to_thread(prepare_check, snap, hole))
         raw = self.fills.get(key)
-        if raw is not None:
-            stats["cached"] = "lru"
-        else:
-            raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats)
+        try:
+            if raw is not None:
+                stats["cached"] = "lru"
+            else:
+                raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats)
+        finally:
+            check.add_done_callback(_consume)  # an abandoned check must not log "exception never retrieved"
         fill = None
         if reason is None and self.doc_version(snap.uri) == snap.version:
-            # Post-processing re-parses the file with the fill (tree-sitter releases the GIL): off the loop,
-            # so a pathological fill cannot stall keystrokes.
             t_post = time.perf_counter()
-            fill = await asyncio.to_thread(postprocess, snap, hole, raw)
+            try:
+                prepared = await check
+            except Exception:  # noqa: BLE001 -- postprocess then builds the check itself
+                log.exception("syntax check baseline failed")
+                prepared = None
+            # bounded (edits.VALIDATE_BUDGET_S), so it runs on the loop: no thread hop on the keystroke path
+            fill = postprocess(snap, hole, raw, prepared)
             stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
             if not fill:
                 fill, reason = None, "empty fill"
@@ -224,7 +259,10 @@ class DgServer(LanguageServer):
         stats["reason"] = reason
         self.last_latency_ms = round(total, 1)
         log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
-        self.send_status(request=stats)
+        if since is not None:
+            self.status_after_response(stats, since)
+        else:
+            self.send_status(request=stats)
         return Outcome(fill, reason, stats)
 
     async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, key: tuple, request_id: str, kind: str,
@@ -281,9 +319,28 @@ class DgServer(LanguageServer):
 
     # -- requests ----------------------------------------------------------------------------------------
 
+    def keystroke_snapshot(self, uri: str) -> Snapshot | None:
+        """A snapshot whose reparse waited at most PARSE_BUDGET_S; a thread catches up when it did not finish."""
+        snap = self.store.snapshot(uri, PARSE_BUDGET_S)
+        if snap is not None and not snap.tree_fresh and uri not in self._catch_ups:
+            doc = self.store.get(uri)
+            job = doc.catch_up_job() if doc is not None else None
+            if job is not None:
+                self._catch_ups[uri] = asyncio.ensure_future(self._catch_up(uri, doc, job))
+        return snap
+
+    async def _catch_up(self, uri: str, doc: Any, job: tuple) -> None:
+        rev, data, old, parser = job
+        try:
+            tree = await asyncio.to_thread(parser.parse, data, old)  # tree-sitter releases the GIL
+        finally:
+            self._catch_ups.pop(uri, None)
+        if self.store.get(uri) is doc and tree is not None:
+            doc.install(rev, tree)
+
     def usable(self, uri: str) -> Snapshot | None:
         """The snapshot to answer an inline/completion request from, or None (an empty answer)."""
-        snap = self.store.snapshot(uri)
+        snap = self.keystroke_snapshot(uri)
         if snap is None or not self.settings.language_enabled(snap.language_id):
             return None
         if (why := self.not_ready()) is not None:
@@ -291,8 +348,14 @@ class DgServer(LanguageServer):
             return None
         return snap
 
+    def arrival(self, uri: str) -> float:
+        """When the keystroke behind this request arrived: the first request after a didChange is timed from
+        that didChange, any other from its own arrival."""
+        return self._change_at.pop(uri, None) or self.protocol.received_at
+
     async def inline(self, params: T.InlineCompletionParams) -> T.InlineCompletionList | None:
         uri = params.text_document.uri
+        since = self.arrival(uri)
         snap = self.usable(uri)
         cursor = None if snap is None else self.offset(snap, params.position)
         if snap is None or cursor is None:
@@ -300,13 +363,13 @@ class DgServer(LanguageServer):
         if (shown := self.shown.get(uri)) is not None:
             rest = typed_ahead(shown, snap.text, cursor)
             if rest:  # "" means the whole fill was typed (or accepted): what comes next needs the engine
-                return self._typed_ahead_item(snap, shown, cursor, rest)
+                return self._typed_ahead_item(snap, shown, cursor, rest, since)
         if not await self.worker.debounce(uri, self.settings.debounce_ms):
             return None  # a newer request for this document arrived: it answers instead
         if self.doc_version(uri) != snap.version or self.not_ready():
             return None
         hole = hole_at_cursor(snap, cursor)
-        out = await self.fill(snap, hole, self.request_id(), "inline")
+        out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
         if out.fill is None:
             return None
         item = lsp_inline_item(snap, hole, cursor, out.fill, self.encoding)
@@ -317,10 +380,10 @@ class DgServer(LanguageServer):
                                                                                            item.range.end))
         return T.InlineCompletionList(items=[item])
 
-    def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str):
+    def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str, since: float):
         """The remainder of the fill already shown: no engine call, no debounce."""
-        self.send_status(request={"id": self.request_id(), "uri": snap.uri, "version": snap.version,
-                                  "cached": "typed-ahead", "steps": 0, "engineMs": 0.0})
+        self.status_after_response({"id": self.request_id(), "uri": snap.uri, "version": snap.version,
+                                    "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, since)
         end = shown.end + (cursor - shown.cursor)
         start_pos = T.Position(*position_at(snap.text, cursor, self.encoding))
         end_pos = T.Position(*position_at(snap.text, end, self.encoding))
@@ -328,16 +391,22 @@ class DgServer(LanguageServer):
         return T.InlineCompletionList(items=[item])
 
     async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:
+        since = self.arrival(params.text_document.uri)
         snap = self.usable(params.text_document.uri)
         cursor = None if snap is None else self.offset(snap, params.position)
         if snap is None or cursor is None:
             return None
         hole = hole_at_cursor(snap, cursor)
-        out = await self.fill(snap, hole, self.request_id(), "inline")
+        out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
         if out.fill is None:
             return None
         item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
         return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
 
 def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:
     """Fill the dg/status figures of one engine job from its ticket and result (None when it did not finish)."""
@@ -378,8 +447,9 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
+        ls._change_at[uri] = ls.protocol.received_at
         ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
-        if ls.store.snapshot(uri) is None:
+        if uri not in ls.store:
             log.warning("didChange for a document that is not open: %s", uri)
             return
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
@@ -388,6 +458,7 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.worker.cancel_document(uri, "closed")
+        ls._change_at.pop(uri, None)
         ls.shown.pop(uri, None)
         ls.store.close(uri)
 

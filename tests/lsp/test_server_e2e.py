@@ -86,6 +86,16 @@ async def test_drafts_stream_every_step_then_done(client):
     assert drafts[0]["range"]["start"] == {"line": 3, "character": 4}
 
 
+def request_statuses(client, uri: str) -> list[dict]:
+    return [s["request"] for s in client.statuses if s.get("request", {}).get("uri") == uri]
+
+
+async def status_after(client, uri: str, seen: int) -> dict:
+    """The dg/status request figures of the answer just received (sent after the answer, so wait for them)."""
+    await wait_for(lambda: len(request_statuses(client, uri)) > seen)
+    return request_statuses(client, uri)[-1]
+
+
 async def test_inline_completion_then_lru_then_typed_ahead(client):
     uri = "file:///inline.txt"
     open_doc(client, uri, TEXT, "plaintext")
@@ -97,23 +107,27 @@ async def test_inline_completion_then_lru_then_typed_ahead(client):
     item = first.items[0]
     assert item.range.start == pos(1, 13) and item.range.end.line == 1  # one line, from the cursor
     assert isinstance(item.insert_text, str) and item.insert_text
-    cold = [s["request"] for s in client.statuses if s.get("request", {}).get("uri") == uri]
-    assert cold[-1]["cached"] is False and cold[-1]["steps"] >= 1
+    cold = await status_after(client, uri, 0)
+    assert cold["cached"] is False and cold["steps"] >= 1
+    assert cold["respondedMs"] >= cold["engineMs"] > 0  # the server's time, didChange/request to answer written
 
     # Elsewhere, then back: the typed-ahead record is for the other cursor, the LRU still has this canvas.
     params.position = pos(0, 16)
     await client.text_document_inline_completion_async(params)
     params.position = pos(1, 13)
+    seen = len(request_statuses(client, uri))
     again = await client.text_document_inline_completion_async(params)
     assert again.items[0].insert_text == item.insert_text
-    assert client.statuses[-1]["request"]["cached"] == "lru" and client.statuses[-1]["request"]["steps"] == 0
+    lru = await status_after(client, uri, seen)
+    assert lru["cached"] == "lru" and lru["steps"] == 0
 
     typed, rest = item.insert_text[0], item.insert_text[1:]
     assert rest, "the fill is a single character; pick another cursor for this test"
     edit_doc(client, uri, 1, 13, typed)
     params.position = pos(1, 13 + len(typed)) if "\n" not in typed else pos(2, 0)
+    seen = len(request_statuses(client, uri))
     ahead = await client.text_document_inline_completion_async(params)
-    assert client.statuses[-1]["request"]["cached"] == "typed-ahead"
+    assert (await status_after(client, uri, seen))["cached"] == "typed-ahead"
     assert ahead.items[0].insert_text == rest
 
 
