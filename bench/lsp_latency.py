@@ -156,6 +156,9 @@ async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str
             stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
             rows.append({"ms": ms, "first": k == 0, "item": bool(res and res.items),
                          "responded_ms": getattr(stats, "respondedMs", None),
+                         "engine_wall_ms": getattr(stats, "engineWallMs", None),
+                         "check_wait_ms": getattr(stats, "checkWaitMs", None),
+                         "tree_fresh": getattr(stats, "treeFresh", None),
                          "engine_ms": getattr(stats, "engineMs", 0.0), "server_ms": getattr(stats, "serverMs", None),
                          "reused": getattr(stats, "reusedPrefixTokens", 0), "cached": getattr(stats, "cached", None),
                          "canvas_ms": getattr(stats, "canvasMs", None), "post_ms": getattr(stats, "postMs", None)})
@@ -265,6 +268,8 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
         "overhead_without_postprocess_ms_p50": pcts(over_pre)[0],
         "overhead_without_postprocess_ms_p95": pcts(over_pre)[1],
         "handler_ms_p50": pcts(handler)[0], "handler_ms_p95": pcts(handler)[1],
+        "stale_tree_share": round(sum(r["tree_fresh"] is False for r in overhead) / max(len(overhead), 1), 3),
+        "stale_tree_share_e2e": round(sum(r["tree_fresh"] is False for r in e2e) / max(len(e2e), 1), 3),
         "typed_ahead_ms_p50": pcts(accepted)[0], "typed_ahead_ms_p95": pcts(accepted)[1],
         "typed_ahead_keystrokes": len(accepted),
         "canvas_ms_p50": pcts(canvas)[0], "canvas_ms_p95": pcts(canvas)[1],
@@ -293,6 +298,9 @@ def table(r: dict) -> str:
         ("  without post-processing p50 / p95", f"{r['overhead_without_postprocess_ms_p50']} / "
                                                 f"{r['overhead_without_postprocess_ms_p95']}"),
         ("  handler only p50 / p95 (ms)", f"{r['handler_ms_p50']} / {r['handler_ms_p95']}"),
+        ("  answered from a stale tree", f"{100 * r['stale_tree_share']:.0f}% of these back-to-back keystrokes "
+                                         "(the reparse waits for idle time); with the 75 ms debounce: "
+                                         f"{100 * r['stale_tree_share_e2e']:.0f}%"),
         ("    canvas p50 / p95 (ms)", f"{r['canvas_ms_p50']} / {r['canvas_ms_p95']}"),
         ("    postprocess p50 / p95 (ms)", f"{r['postprocess_ms_p50']} / {r['postprocess_ms_p95']}"),
         ("typed-ahead round trip p50 / p95 (ms)", f"{r['typed_ahead_ms_p50']} / {r['typed_ahead_ms_p95']}"

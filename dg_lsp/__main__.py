@@ -59,6 +59,9 @@ def check(model: str | None) -> int:
     return 0 if out["ok"] else 1
 
 
+GIL_SWITCH_S = 0.0005
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return check(args.model)
     server = build_server(default_model=args.model)
+    # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
+    # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
+    sys.setswitchinterval(GIL_SWITCH_S)
     if args.tcp:
         server.start_tcp(*args.tcp)
     else:

@@ -185,7 +185,8 @@ class Document:
     A change applies the text and `Tree.edit`s the tree but does not reparse: the reparse happens when a tree
     is needed (`tree`, `snapshot`), so a burst of keystrokes costs one parse. tree-sitter's error recovery can
     make one incremental reparse of a big file take tens of milliseconds (an unclosed quote), so the keystroke
-    path asks for a bounded one (`snapshot(budget_s)`) and a thread catches up (`catch_up_job` / `install`).
+    path asks for a bounded one (`snapshot(budget_s)`) and the server finishes it in slices (`parse(budget_s)`
+    resumes a stopped parse) between requests.
     """
 
     def __init__(self, uri: str, language_id: str, version: int, text: str) -> None:
@@ -199,11 +200,9 @@ class Document:
         self.language: str | None = key if self._parser is not None else None
         self._tree: tree_sitter.Tree | None = None
         self._fresh = False  # _tree was parsed from exactly self.text
-        self._full_since = 0  # rev of the last whole-text replacement
-        self._rev = 0  # counts apply_changes calls (client versions need not be trusted to increase)
-        self._parsed_rev = -1
-        self._edits: list[tuple[int, dict[str, Any]]] = []  # (rev, Tree.edit kwargs) since _parsed_rev
-        self.parse()
+        self._rev = 0  # counts apply_changes calls
+        self._halted_rev: int | None = None  # the rev whose parse stopped at its deadline (resumable)
+        self.parse()  # the one full parse, when the file is opened
 
     @property
     def tree(self) -> tree_sitter.Tree | None:
@@ -222,53 +221,34 @@ class Document:
         return data if len(data) <= MAX_TREE_BYTES else None
 
     def parse(self, budget_s: float | None = None) -> bool:
-        """Bring the tree up to date; with `budget_s`, give up after that long (the tree stays as it was, edits
-        applied). True when the tree is fresh afterwards."""
-        if self._fresh:
-            return True
+        """Bring the tree up to date; with `budget_s`, stop after that long and return False (the tree stays
+        the last parse with the edits applied). A stopped parse resumes where it stopped on the next call if
+        the text has not changed since, so a big reparse can be done in slices. True when the tree is fresh."""
+        if self._fresh or budget_s == 0:
+            return self._fresh
         data = self._data()
         if data is None:
-            self._tree, self._fresh, self._edits, self._parsed_rev = None, True, [], self._rev
+            self._tree, self._fresh = None, True
             return True
-        old = self._tree
+        if self._halted_rev is not None and self._halted_rev != self._rev:
+            self._parser.reset()  # the halted parse was of an older text
+        self._halted_rev = None
         if budget_s is None:
-            tree = self._parser.parse(data, old) if old is not None else self._parser.parse(data)
+            def stop(*_: Any) -> bool:
+                return False
         else:
             deadline = time.perf_counter() + budget_s
-            try:
-                tree = self._parser.parse(lambda b, _p: data[b:b + 65536], old,
-                                          progress_callback=lambda *_: time.perf_counter() > deadline)
-            except ValueError:  # stopped by the deadline
-                self._parser.reset()
-                return False
-        self._install(tree, self._rev)
-        return True
 
-    def _install(self, tree: tree_sitter.Tree, rev: int) -> None:
-        self._tree, self._fresh, self._parsed_rev, self._edits = tree, True, rev, []
-
-    def catch_up_job(self) -> tuple[int, bytes, tree_sitter.Tree | None, tree_sitter.Parser] | None:
-        """What a thread needs to reparse the current text without a budget, or None when the tree is fresh."""
-        data = None if self._fresh else self._data()
-        if data is None:
-            return None
-        return self._rev, data, (self._tree.copy() if self._tree is not None else None), parser(self.language)
-
-    def install(self, rev: int, tree: tree_sitter.Tree) -> bool:
-        """Adopt a tree a thread parsed from the text of revision `rev` (from `catch_up_job`); edits made since
-        are applied to it, so the next reparse is a small incremental one. False when it is of no use: a newer
-        parse landed, or the whole text was replaced since."""
-        if self._parsed_rev >= rev:
+            def stop(*_: Any) -> bool:
+                return time.perf_counter() > deadline
+        try:
+            read = lambda b, _p: data[b:b + 65536]  # noqa: E731
+            tree = (self._parser.parse(read, self._tree, progress_callback=stop) if self._tree is not None
+                    else self._parser.parse(read, progress_callback=stop))
+        except ValueError:  # stopped at the deadline: tree-sitter keeps its state for the next call
+            self._halted_rev = self._rev
             return False
-        if rev == self._rev:
-            self._install(tree, rev)
-            return True
-        if self._tree is None or self._full_since > rev:
-            return False
-        later = [(r, e) for r, e in self._edits if r > rev]
-        for _, e in later:
-            tree.edit(**e)
-        self._tree, self._fresh, self._parsed_rev, self._edits = tree, False, rev, later
+        self._tree, self._fresh = tree, True
         return True
 
     def apply_changes(self, changes: Iterable[Any], version: int, encoding: Encoding = "utf-16") -> None:
@@ -279,7 +259,6 @@ class Document:
             rng, new = _change_parts(change)
             if rng is None:
                 text, tree, starts = new, None, line_starts(new)
-                self._edits, self._full_since = [], self._rev
                 continue
             start = offset_at(text, rng[0], rng[1], encoding, starts)
             end = offset_at(text, rng[2], rng[3], encoding, starts)
@@ -295,11 +274,9 @@ class Document:
                 else:
                     tail = new[last_nl + 1 :].encode("utf-8", "surrogatepass")
                     new_end_point = (start_point[0] + new.count("\n"), len(tail))
-                edit = {"start_byte": start_byte, "old_end_byte": old_end_byte,
-                        "new_end_byte": start_byte + len(new_bytes), "start_point": start_point,
-                        "old_end_point": old_end_point, "new_end_point": new_end_point}
-                tree.edit(**edit)
-                self._edits.append((self._rev, edit))
+                tree.edit(start_byte=start_byte, old_end_byte=old_end_byte,
+                          new_end_byte=start_byte + len(new_bytes), start_point=start_point,
+                          old_end_point=old_end_point, new_end_point=new_end_point)
             starts = _splice_starts(starts, start, end, new)
             text = text[:start] + new + text[end:]
         self.text, self.version, self.starts = text, version, starts

@@ -42,10 +42,9 @@ def server_version() -> str:
 
 STATUS = "dg/status"
 DRAFT = "dg/draft"
-# How long a keystroke may wait for the tree-sitter reparse. Most reparses take ~1 ms; an unclosed quote in a big
-# file can take tens of ms (error recovery). Past the budget the request uses the last tree (edits applied) and
-# a thread finishes the parse for the next keystroke.
-PARSE_BUDGET_S = 0.0025
+# The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message
+# for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
+PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
 
 
 @dataclass
@@ -74,6 +73,7 @@ class DgServer(LanguageServer):
         self._load_task: asyncio.Task | None = None
         self._encoder: tuple[Any, MemoEncoder] | None = None
         self._catch_ups: dict[str, asyncio.Task] = {}
+        self._in_flight = 0  # fills running (past their debounce)
         self._change_at: dict[str, float] = {}  # uri -> arrival of its latest didChange
         self._after_response: dict[str, tuple[dict[str, Any], float | None]] = {}  # request id -> dg/status body
 
@@ -215,6 +215,14 @@ class DgServer(LanguageServer):
                    progress_token: T.ProgressToken | None = None, since: float | None = None) -> Outcome:
         """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after (for
         an inline/completion request, `since` given: after its answer)."""
+        self._in_flight += 1
+        try:
+            return await self._fill(snap, hole, request_id, kind, progress_token, since)
+        finally:
+            self._in_flight -= 1
+
+    async def _fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
+                    progress_token: T.ProgressToken | None, since: float | None) -> Outcome:
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
         fmt = engine.infill_format
@@ -222,6 +230,7 @@ class DgServer(LanguageServer):
         canvas_ms = (time.perf_counter() - t0) * 1e3
         key = self.cache_key(req)
         stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,
+                                 "treeFresh": snap.tree_fresh,
                                  "steps": 0, "cancelled": False, "stepsAfterCancel": None,
                                  "reusedPrefixTokens": 0, "engineMs": 0.0,
                                  "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length,
@@ -243,6 +252,7 @@ class DgServer(LanguageServer):
             t_post = time.perf_counter()
             try:
                 prepared = await check
+                stats["checkWaitMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
             except Exception:  # noqa: BLE001 -- postprocess then builds the check itself
                 log.exception("syntax check baseline failed")
                 prepared = None
@@ -274,7 +284,9 @@ class DgServer(LanguageServer):
                         on_step=on_step)
         self.send_status("busy")
         try:
+            t_engine = time.perf_counter()
             res = await self.worker.infill(ticket, job)
+            stats["engineWallMs"] = round((time.perf_counter() - t_engine) * 1e3, 3)  # engineMs + hand-offs
         except asyncio.CancelledError:  # $/cancelRequest on an inline request: no answer, but the figures
             _job_stats(stats, ticket, None)
             self.send_status(request=dict(stats, reason="cancelled"))
@@ -320,23 +332,28 @@ class DgServer(LanguageServer):
     # -- requests ----------------------------------------------------------------------------------------
 
     def keystroke_snapshot(self, uri: str) -> Snapshot | None:
-        """A snapshot whose reparse waited at most PARSE_BUDGET_S; a thread catches up when it did not finish."""
-        snap = self.store.snapshot(uri, PARSE_BUDGET_S)
-        if snap is not None and not snap.tree_fresh and uri not in self._catch_ups:
-            doc = self.store.get(uri)
-            job = doc.catch_up_job() if doc is not None else None
-            if job is not None:
-                self._catch_ups[uri] = asyncio.ensure_future(self._catch_up(uri, doc, job))
-        return snap
+        """A snapshot for a keystroke's request, without waiting for a reparse. The reparse a change needs runs
+        in the background (`catch_up`) while the server is idle: during the debounce and between keystrokes.
+        When it has not finished (keystrokes back to back, or a reparse that takes long: tree-sitter's error
+        recovery after an unclosed quote can take tens of ms on a big file), the request uses the last tree with
+        the edits applied (`Snapshot.tree_fresh` False): positions right, structure as of the last parse."""
+        return self.store.snapshot(uri, 0.0)
 
-    async def _catch_up(self, uri: str, doc: Any, job: tuple) -> None:
-        rev, data, old, parser = job
+    def catch_up(self, uri: str) -> None:
+        """Start reparsing `uri` in the background (on the loop, in slices; a thread would compete with the loop
+        for the CPU on small machines)."""
+        if uri not in self._catch_ups:
+            self._catch_ups[uri] = asyncio.ensure_future(self._catch_up(uri))
+
+    async def _catch_up(self, uri: str) -> None:
         try:
-            tree = await asyncio.to_thread(parser.parse, data, old)  # tree-sitter releases the GIL
+            while (doc := self.store.get(uri)) is not None:
+                await asyncio.sleep(PARSE_SLICE_S)  # messages first
+                idle = not self._in_flight and time.perf_counter() - self.protocol.received_at > PARSE_IDLE_S
+                if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
+                    return
         finally:
             self._catch_ups.pop(uri, None)
-        if self.store.get(uri) is doc and tree is not None:
-            doc.install(rev, tree)
 
     def usable(self, uri: str) -> Snapshot | None:
         """The snapshot to answer an inline/completion request from, or None (an empty answer)."""
@@ -368,6 +385,7 @@ class DgServer(LanguageServer):
             return None  # a newer request for this document arrived: it answers instead
         if self.doc_version(uri) != snap.version or self.not_ready():
             return None
+        snap = self.keystroke_snapshot(uri) or snap  # the same version, its tree perhaps reparsed meanwhile
         hole = hole_at_cursor(snap, cursor)
         out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
         if out.fill is None:
@@ -453,6 +471,7 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
             log.warning("didChange for a document that is not open: %s", uri)
             return
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
+        ls.catch_up(uri)  # the reparse, in slices, while no fill runs
 
     @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
