@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from dg_lsp.documents import Document, DocumentStore, offset_at, position_at
+from dg_lsp.documents import Document, DocumentStore, line_starts, offset_at, position_at
 
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
 CODECS = {"utf-8": ("utf-8", 1), "utf-16": ("utf-16-le", 2), "utf-32": ("utf-32-le", 4)}
@@ -40,6 +40,8 @@ def nodes(tree) -> list[tuple]:
 
 
 def assert_same_as_rebuild(doc: Document) -> None:
+    assert doc.starts.tolist() == line_starts(doc.text).tolist()  # the line index, spliced per change
+    assert doc.snapshot(0.0).offset_at(10**6, 0, "utf-16") == len(doc.text)
     fresh = Document(doc.uri, doc.language_id, doc.version, doc.text)
     assert (doc.tree is None) == (fresh.tree is None)
     if fresh.tree is not None:
@@ -71,6 +73,15 @@ def test_known_columns():
     assert offset_at(text, 0, 2, "utf-8") == 1
     assert offset_at(text, 0, 2, "utf-16") == 1
     assert offset_at(text, 1, 2, "utf-8") == 4
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_line_index_gives_the_same_offsets(encoding):
+    text = "a😀b\n日本語x\r\n\n🎉🎉\nlast"
+    starts = line_starts(text)
+    for line in range(-1, 7):
+        for char in range(-1, 9):
+            assert offset_at(text, line, char, encoding, starts) == offset_at(text, line, char, encoding)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -196,3 +207,42 @@ def test_huge_document_does_not_hang():
     assert snap.tree is None and snap.language == "python"
     assert snap.text.count("Z") == 3
     assert time.perf_counter() - t0 < 5.0
+
+
+# ---- the reparse: lazy, bounded, resumable ----
+
+BIG = "".join(f"def f{i}(a, b):\n    x = [a, b, {i}]\n    return x\n\n" for i in range(3000))
+
+
+def test_changes_do_not_reparse_until_a_tree_is_needed():
+    doc = Document("file:///a.py", "python", 1, "def f():\n    return 1\n")
+    doc.apply_changes([change(1, 11, 1, 12, "2")], 2)
+    doc.apply_changes([change(1, 11, 1, 12, "3")], 3)
+    stale = doc.snapshot(0.0)  # no parse: the last tree with both edits applied
+    assert not stale.tree_fresh and stale.text.endswith("return 3\n")
+    assert stale.tree.root_node.end_byte == len(stale.data)  # positions fit the new text
+    assert doc.snapshot().tree_fresh
+    assert_same_as_rebuild(doc)
+
+
+def test_a_reparse_past_its_budget_resumes_where_it_stopped():
+    doc = Document("file:///big.py", "python", 1, BIG)
+    doc.apply_changes([change(10, 16, 10, 17, "")], 2)  # drop a "]": error recovery over the rest of the file
+    rounds = 0
+    while not doc.parse(0.0002):
+        rounds += 1
+        assert rounds < 10_000
+        stale = doc.snapshot(0.0)
+        assert not stale.tree_fresh and stale.tree is not None
+    assert rounds >= 2  # it did take several slices
+    assert doc.snapshot(0.0).tree_fresh
+    assert_same_as_rebuild(doc)
+
+
+def test_a_stopped_reparse_restarts_when_the_text_changed_meanwhile():
+    doc = Document("file:///big.py", "python", 1, BIG)
+    doc.apply_changes([change(10, 16, 10, 17, "")], 2)
+    assert not doc.parse(0.0001)
+    doc.apply_changes([change(20, 4, 20, 4, "y = (")], 3)  # the halted parse was of the older text
+    assert not doc.snapshot(0.0).tree_fresh
+    assert_same_as_rebuild(doc)  # `tree` finishes the parse, from the new text

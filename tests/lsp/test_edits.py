@@ -227,3 +227,22 @@ def test_control_characters_and_replacement_chars_are_dropped():
     assert postprocess(snap, hole, "p\x18i\r") == "pi"
     assert postprocess(snap, hole, "\ufffdpi") == "pi"
     assert postprocess(snap, hole, "\x00\ufffd") is None
+
+
+def test_syntax_check_has_a_time_budget_and_a_prepared_baseline():
+    """The check runs on a keystroke: a fill it cannot verify within its budget is not shown; its baseline (the
+    window parsed as it is) can be prepared ahead, beside the engine, with the same result."""
+    from dg_lsp.edits import prepare_check
+
+    body = "".join(f"    v{i} = [{i}, ({i} + 1), {{'k': {i}}}]\n" for i in range(120))
+    text = "def big():\n" + body + "    return v0\n"
+    snap = Document("file:///b.py", "python", 1, text).snapshot()
+    cursor = text.index("    v60 = ") + len("    v60 = ")
+    hole = hole_at_cursor(snap, cursor)
+    good, bad = "[60, 61]", "[60, (61"
+    assert postprocess(snap, hole, good, budget_s=None) == good
+    assert postprocess(snap, hole, bad, budget_s=None) in (None, "[60,")  # shortened or dropped, never shown as is
+    assert postprocess(snap, hole, good, budget_s=0.0) is None  # not verified in time: not shown
+    for fill in (good, bad):
+        assert postprocess(snap, hole, fill, prepare_check(snap, hole)) == postprocess(snap, hole, fill)
+    assert prepare_check(Document("file:///t.txt", "plaintext", 1, "x").snapshot(), hole) is None

@@ -8,6 +8,8 @@ The checkpoint is random, so fills are gibberish: tests check the protocol, neve
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import pytest_asyncio
 from lsprotocol import types as T
@@ -203,3 +205,17 @@ async def test_command_reports_work_done_progress(client):
     await wait_for(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
     kinds = [r.kind for r in client.progress_reports[token]]
     assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+
+
+async def test_the_reparse_runs_while_the_server_is_idle(client):
+    """A change is not reparsed on the keystroke path; the loop does it in slices while idle, so a request
+    after a pause sees a fresh tree (dg/status treeFresh)."""
+    uri = "file:///reparse.py"
+    open_doc(client, uri, "def f(a):\n    return a\n", "python")
+    edit_doc(client, uri, 1, 12, " + (a")
+    await asyncio.sleep(0.3)
+    params = T.InlineCompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=pos(1, 17),
+        context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic))
+    await client.text_document_inline_completion_async(params)
+    assert (await status_after(client, uri, 0))["treeFresh"] is True
