@@ -348,7 +348,7 @@ class DgServer(LanguageServer):
     async def _catch_up(self, uri: str) -> None:
         try:
             while (doc := self.store.get(uri)) is not None:
-                await asyncio.sleep(PARSE_SLICE_S)  # messages first
+                await asyncio.sleep(PARSE_SLICE_S if not self._in_flight else 10 * PARSE_SLICE_S)  # messages first
                 idle = not self._in_flight and time.perf_counter() - self.protocol.received_at > PARSE_IDLE_S
                 if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
                     return
