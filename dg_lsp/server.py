@@ -45,6 +45,7 @@ DRAFT = "dg/draft"
 # The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message
 # for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
 PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
+BUSY_AFTER_S = 0.1  # dg/status "busy" once an engine job has run this long
 
 
 @dataclass
@@ -282,7 +283,9 @@ class DgServer(LanguageServer):
         on_step = self._step_listener(snap, hole, request_id, progress_token)
         job = EngineJob(list(req.context_ids), req.canvas_length, s.steps, s.entropy_bound, req.max_canvases,
                         on_step=on_step)
-        self.send_status("busy")
+        # "busy" only for a job that takes a while: a keystroke's fill would make the status flicker, and the write
+        # would sit on its path
+        busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, self.send_status, "busy")
         try:
             t_engine = time.perf_counter()
             res = await self.worker.infill(ticket, job)
@@ -292,6 +295,7 @@ class DgServer(LanguageServer):
             self.send_status(request=dict(stats, reason="cancelled"))
             raise
         finally:
+            busy.cancel()
             self.worker.release(ticket)
         _job_stats(stats, ticket, res)
         if res is None or res.cancelled:

@@ -92,10 +92,10 @@ def request_statuses(client, uri: str) -> list[dict]:
     return [s["request"] for s in client.statuses if s.get("request", {}).get("uri") == uri]
 
 
-async def status_after(client, uri: str, seen: int) -> dict:
-    """The dg/status request figures of the answer just received (sent after the answer, so wait for them)."""
-    await wait_for(lambda: len(request_statuses(client, uri)) > seen)
-    return request_statuses(client, uri)[-1]
+async def status_after(client, uri: str, n: int) -> dict:
+    """The dg/status request figures of the n-th answer on `uri` (0-based; sent after the answer: wait)."""
+    await wait_for(lambda: len(request_statuses(client, uri)) > n)
+    return request_statuses(client, uri)[n]
 
 
 async def test_inline_completion_then_lru_then_typed_ahead(client):
@@ -117,19 +117,17 @@ async def test_inline_completion_then_lru_then_typed_ahead(client):
     params.position = pos(0, 16)
     await client.text_document_inline_completion_async(params)
     params.position = pos(1, 13)
-    seen = len(request_statuses(client, uri))
     again = await client.text_document_inline_completion_async(params)
     assert again.items[0].insert_text == item.insert_text
-    lru = await status_after(client, uri, seen)
+    lru = await status_after(client, uri, 2)
     assert lru["cached"] == "lru" and lru["steps"] == 0
 
     typed, rest = item.insert_text[0], item.insert_text[1:]
     assert rest, "the fill is a single character; pick another cursor for this test"
     edit_doc(client, uri, 1, 13, typed)
     params.position = pos(1, 13 + len(typed)) if "\n" not in typed else pos(2, 0)
-    seen = len(request_statuses(client, uri))
     ahead = await client.text_document_inline_completion_async(params)
-    assert (await status_after(client, uri, seen))["cached"] == "typed-ahead"
+    assert (await status_after(client, uri, 3))["cached"] == "typed-ahead"
     assert ahead.items[0].insert_text == rest
 
 
