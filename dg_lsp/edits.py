@@ -32,9 +32,9 @@ _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"
 _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
-WINDOW_MAX_LINES = 150
-WINDOW_LINES = 30
-VALIDATE_BUDGET_S = 0.004  # parsing the window with the fill, and the shortening search if it adds errors
+WINDOW_MAX_LINES = 100
+WINDOW_LINES = 25
+VALIDATE_BUDGET_S = 0.0025  # parsing the window with the fill, and the shortening search if it adds errors
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
