@@ -103,8 +103,12 @@ def engine_section(e: dict) -> list[str]:
 
 EDITOR_ROWS = [
     ("keystrokes", "keystrokes replayed", 0),
-    ("server_overhead_ms_p50", "server overhead p50 (ms): round trip minus engine time", 2),
+    ("server_overhead_ms_p50", "server overhead p50 (ms): server-side, didChange in -> answer out, minus engine", 2),
     ("server_overhead_ms_p95", "server overhead p95 (ms)", 2),
+    ("round_trip_overhead_ms_p50", "client round trip minus engine p50 (ms, includes the Python client)", 2),
+    ("round_trip_overhead_ms_p95", "client round trip minus engine p95 (ms)", 2),
+    ("stale_tree_share", "share of back-to-back keystrokes answered from the last tree (reparse deferred)", 3),
+    ("stale_tree_share_e2e", "the same with the 75 ms debounce", 3),
     ("overhead_without_postprocess_ms_p95", "server overhead without post-processing p95 (ms)", 2),
     ("handler_ms_p95", "handler only p95 (ms)", 2),
     ("canvas_ms_p95", "canvas building p95 (ms)", 2),
