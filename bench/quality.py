@@ -74,7 +74,8 @@ def passes(program: str, timeout: float = 5.0) -> bool:
         f.write(program)
         path = f.name
     try:
-        r = subprocess.run([sys.executable, path], capture_output=True, timeout=timeout, cwd=tempfile.gettempdir())
+        r = subprocess.run([sys.executable, "-I", path], capture_output=True, stdin=subprocess.DEVNULL,
+                           timeout=timeout, cwd=tempfile.gettempdir())
         return r.returncode == 0
     except subprocess.TimeoutExpired:
         return False
