@@ -43,9 +43,10 @@ lint: setup
 bench: setup
 	$(BIN)/python -m bench.run
 
-# Retrain the shipped model from the standard library (about 90 minutes on 2 CPU cores; resumable).
+# Retrain the shipped model from the standard library (about 2 h 50 min on 1 CPU thread; resumable: run it again
+# to continue). One leg; the shipped run had two, with a schedule change between (engine/train/RECIPES.md).
 train: setup
 	$(BIN)/python -m engine.train.build_tokenizer --out runs/tok4k --vocab-size 4096
 	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/python -m engine.train.train --run-dir runs/main --tokenizer-dir runs/tok4k \
-		--shape small --noise-draws 1 --schedule-minutes 90 --minutes 90 --threads 1
+		--shape small --noise-draws 1 --total-steps 10500 --minutes 170 --threads 1
 	$(BIN)/python -m engine.train.export --run-dir runs/main
