@@ -187,6 +187,8 @@ async def accept_typing(client: Client, uri: str, text: str, spots: list[tuple[i
             stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)
             if getattr(stats, "cached", None) == "typed-ahead":
                 out.append(ms)
+        if len(shown) > 1:  # leave the file as it was (a model's fill may open a quote for the rest of the file)
+            client.type_text(uri, line_no, col, "", end=(line_no, col + len(shown) - 1))
     return out
 
 

@@ -28,6 +28,7 @@ from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import DocumentStore, Snapshot, offset_at, position_at
 from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, prepare_check, to_lsp_range
 from dg_lsp.protocol import DgProtocol
+from dg_lsp.stdio import serve_stdio
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,8 @@ def server_version() -> str:
 
 STATUS = "dg/status"
 DRAFT = "dg/draft"
-# The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message
-# for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
+# The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message in
+# or answer out for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
 PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
 BUSY_AFTER_S = 0.1  # dg/status "busy" once an engine job has run this long
 
@@ -75,6 +76,7 @@ class DgServer(LanguageServer):
         self._encoder: tuple[Any, MemoEncoder] | None = None
         self._catch_ups: dict[str, asyncio.Task] = {}
         self._in_flight = 0  # fills running (past their debounce)
+        self._answered_at = 0.0  # when the last answer was written
         self._change_at: dict[str, float] = {}  # uri -> arrival of its latest didChange
         self._after_response: dict[str, tuple[dict[str, Any], float | None]] = {}  # request id -> dg/status body
 
@@ -130,6 +132,7 @@ class DgServer(LanguageServer):
             self._after_response.pop(next(iter(self._after_response)))
 
     def after_response(self, msg_id: str) -> None:
+        self._answered_at = time.perf_counter()  # the client's next message is likely close: not idle yet
         pending = self._after_response.pop(msg_id, None)
         if pending is not None:
             request, since = pending
@@ -140,6 +143,9 @@ class DgServer(LanguageServer):
     def warn(self, message: str) -> None:
         log.warning("%s", message)
         self.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=message))
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        serve_stdio(self, stdin, stdout)  # the loop reads stdin (pygls reads it through a thread pool)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(self.protocol, DgProtocol) and self.protocol.send_parse_error(error):
@@ -353,7 +359,8 @@ class DgServer(LanguageServer):
         try:
             while (doc := self.store.get(uri)) is not None:
                 await asyncio.sleep(PARSE_SLICE_S if not self._in_flight else 10 * PARSE_SLICE_S)  # messages first
-                idle = not self._in_flight and time.perf_counter() - self.protocol.received_at > PARSE_IDLE_S
+                last = max(self.protocol.received_at, self._answered_at)
+                idle = not self._in_flight and time.perf_counter() - last > PARSE_IDLE_S
                 if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
                     return
         finally:
