@@ -11,6 +11,7 @@ stopping rule is disabled by a tiny confidence threshold), so per-step times com
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import tempfile
 import time
@@ -50,6 +51,10 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
     """Time `eng` (an Engine) against `ref` (transformers' DiffusionGemmaForBlockDiffusion holding the same
     weights, on the same device) on fixed random prompts; prints a table, returns the JSON fields."""
     ref.config.canvas_length = canvas
+    # The stopping rule off on both sides (a confident trained model would stop the engine after a few steps)
+    never = steps + 1  # a stability window longer than the run: the stopping rule cannot fire
+    eng.config = dataclasses.replace(eng.config, sampler=dataclasses.replace(
+        eng.config.sampler, confidence_threshold=1e-9, stability_threshold=never))
     n_params = sum(p.numel() for p in eng.model.parameters())
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, eng.vocab_size, (1, context), generator=g) for _ in range(repeats + 1)]
@@ -79,7 +84,8 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
         sync()
         t = time.perf_counter()
         with torch.no_grad():
-            ref.generate(ids, max_new_tokens=canvas, max_denoising_steps=steps, confidence_threshold=1e-9)
+            ref.generate(ids, max_new_tokens=canvas, max_denoising_steps=steps, confidence_threshold=1e-9,
+                         stability_threshold=never)
         sync()
         return time.perf_counter() - t, calls["n"]
 
@@ -102,6 +108,9 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
         n = median(step_counts[name])
         out[name] = {"canvas_ms": total, "steps": n, "ms_per_step": total / n, "tokens_per_s": canvas / total * 1e3}
         print(f"{name:<24}{total:>11.1f}{n:>7.0f}{total / n:>9.2f}{canvas / total * 1e3:>8.0f}")
+    if len({o["steps"] for o in out.values()}) > 1:
+        counts = {k: o["steps"] for k, o in out.items()}
+        raise RuntimeError(f"the implementations ran different step counts: {counts}")
     speedup = out["transformers"]["canvas_ms"] / out["engine"]["canvas_ms"]
     print(f"speedup vs transformers: {speedup:.2f}x (reference-compatible mode: "
           f"{out['transformers']['canvas_ms'] / out['engine_reference_mode']['canvas_ms']:.2f}x)")
