@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import tree_sitter
 
-from dg_lsp.languages import LangSpec, grammar_key, parser, spec
+from dg_lsp.languages import LangSpec, grammar_key, parse_until, parser, spec
 
 Encoding = Literal["utf-8", "utf-16", "utf-32"]
 
@@ -134,9 +134,9 @@ class Snapshot:
     text: str
     language: str | None
     tree: tree_sitter.Tree | None
+    starts: np.ndarray = field(repr=False, compare=False)  # line_starts(text)
     language_id: str = ""
     tree_fresh: bool = True
-    starts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def spec(self) -> LangSpec | None:
@@ -202,6 +202,7 @@ class Document:
         self._fresh = False  # _tree was parsed from exactly self.text
         self._rev = 0  # counts apply_changes calls
         self._halted_rev: int | None = None  # the rev whose parse stopped at its deadline (resumable)
+        self._encoded: tuple[int, bytes] = (-1, b"")  # (rev, UTF-8 text)
         self.parse()  # the one full parse, when the file is opened
 
     @property
@@ -215,9 +216,12 @@ class Document:
         return self._fresh
 
     def _data(self) -> bytes | None:
+        """The UTF-8 text to parse (encoded once per revision: a reparse may take many slices), or None."""
         if self._parser is None:
             return None
-        data = self.text.encode("utf-8", "surrogatepass")
+        if self._encoded[0] != self._rev:
+            self._encoded = (self._rev, self.text.encode("utf-8", "surrogatepass"))
+        data = self._encoded[1]
         return data if len(data) <= MAX_TREE_BYTES else None
 
     def parse(self, budget_s: float | None = None) -> bool:
@@ -232,23 +236,12 @@ class Document:
             return True
         if self._halted_rev is not None and self._halted_rev != self._rev:
             self._parser.reset()  # the halted parse was of an older text
-        self._halted_rev = None
-        if budget_s is None:
-            def stop(*_: Any) -> bool:
-                return False
-        else:
-            deadline = time.perf_counter() + budget_s
-
-            def stop(*_: Any) -> bool:
-                return time.perf_counter() > deadline
-        try:
-            read = lambda b, _p: data[b:b + 65536]  # noqa: E731
-            tree = (self._parser.parse(read, self._tree, progress_callback=stop) if self._tree is not None
-                    else self._parser.parse(read, progress_callback=stop))
-        except ValueError:  # stopped at the deadline: tree-sitter keeps its state for the next call
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        tree = parse_until(self._parser, data, self._tree, deadline)
+        if tree is None:  # tree-sitter keeps its state for the next call
             self._halted_rev = self._rev
             return False
-        self._tree, self._fresh = tree, True
+        self._tree, self._fresh, self._halted_rev = tree, True, None
         return True
 
     def apply_changes(self, changes: Iterable[Any], version: int, encoding: Encoding = "utf-16") -> None:
@@ -286,8 +279,8 @@ class Document:
         """An immutable view; the tree reparsed first (within `budget_s` when given, see `Snapshot`)."""
         self.parse(budget_s)
         tree = self._tree.copy() if self._tree is not None else None
-        return Snapshot(self.uri, self.version, self.text, self.language, tree, self.language_id, self._fresh,
-                        self.starts)
+        return Snapshot(self.uri, self.version, self.text, self.language, tree, self.starts, self.language_id,
+                        self._fresh)
 
 
 def _splice_starts(starts: np.ndarray, start: int, end: int, new: str) -> np.ndarray:

@@ -26,7 +26,7 @@ from lsprotocol import types
 
 from dg_lsp.context import Hole, leading_ws
 from dg_lsp.documents import Encoding, Snapshot, position_at
-from dg_lsp.languages import language, parser
+from dg_lsp.languages import language, parse_until, parser
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"
@@ -189,11 +189,11 @@ def _block_query() -> tree_sitter.Query:
     return tree_sitter.Query(language("python"), "(block) @block")
 
 
-def empty_blocks(tree: tree_sitter.Tree, start: int = 0, end: int | None = None) -> list[int]:
+def empty_blocks(tree: tree_sitter.Tree, start: int, end: int) -> list[int]:
     """Start bytes of empty Python blocks that touch bytes [start, end): tree-sitter accepts `def f():` with no
     body, Python does not. (A tree-sitter query: the walk stays in C.)"""
     cursor = tree_sitter.QueryCursor(_block_query())
-    cursor.set_byte_range(start, tree.root_node.end_byte if end is None else end)
+    cursor.set_byte_range(start, end)
     return [n.start_byte for n in cursor.captures(tree.root_node).get("block", ()) if n.named_child_count == 0]
 
 
@@ -281,16 +281,10 @@ class _Checker:
     def _errors(self, data: bytes) -> list[int]:
         src = self.head + data + self.tail
         self.parsed_bytes += len(src)
-        deadline = self.deadline
-        if deadline is None:
-            tree = self.parser.parse(src)
-        else:
-            try:
-                tree = self.parser.parse(lambda b, _p: src[b:b + 65536],
-                                         progress_callback=lambda *_: time.perf_counter() > deadline)
-            except ValueError:  # stopped at the deadline
-                self.parser.reset()
-                raise OutOfTime from None
+        tree = parse_until(self.parser, src, deadline=self.deadline)
+        if tree is None:
+            self.parser.reset()  # the next candidate is another text
+            raise OutOfTime
         blocks = []
         if self.snap.language == "python":  # only near the hole: elsewhere the window is as it was
             sb = len(self.head)  # from the line before the hole: an emptied block sits at its header's end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import time
 from dataclasses import dataclass, field, replace
 from functools import cache
 
@@ -240,3 +241,20 @@ def parser(key: str) -> tree_sitter.Parser | None:
     """A fresh parser (parsers are not thread-safe, so each caller gets its own; they are cheap)."""
     lang = language(key)
     return tree_sitter.Parser(lang) if lang is not None else None
+
+
+def parse_until(p: tree_sitter.Parser, data: bytes, old: tree_sitter.Tree | None = None,
+                deadline: float | None = None) -> tree_sitter.Tree | None:
+    """Parse `data` (incrementally from `old`, already `Tree.edit`ed); None when `deadline` (a
+    `time.perf_counter()` value) passed first. A stopped parse resumes where it stopped on the next call with the
+    same input, unless `p.reset()` is called."""
+    def stop(*_: object) -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    def read(byte: int, _point: object) -> bytes:
+        return data[byte:byte + 65536]
+
+    try:
+        return p.parse(read, old, progress_callback=stop) if old is not None else p.parse(read, progress_callback=stop)
+    except ValueError:  # py-tree-sitter's "Parsing failed": the progress callback stopped it
+        return None

@@ -25,7 +25,7 @@ from dg_lsp.canvas import build_request
 from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_command
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor
-from dg_lsp.documents import DocumentStore, Snapshot, offset_at, position_at
+from dg_lsp.documents import DocumentStore, Snapshot, position_at
 from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, prepare_check, to_lsp_range
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
@@ -100,17 +100,7 @@ class DgServer(LanguageServer):
     def offset(self, snap: Snapshot, pos: T.Position) -> int | None:
         """Offset of `pos`, or None when its line is past the last one (a character past a line's end means
         the line's end, as LSP says)."""
-        if snap.starts is not None:
-            return None if pos.line >= len(snap.starts) else snap.offset_at(pos.line, pos.character, self.encoding)
-        off = offset_at(snap.text, pos.line, pos.character, self.encoding)
-        if off == len(snap.text) and position_at(snap.text, off, self.encoding)[0] < pos.line:
-            return None
-        return off
-
-    def line_offset(self, snap: Snapshot, cursor: int, pos: T.Position) -> int:
-        """Offset of `pos`, known to be on the cursor's line (no scan from the top of the file)."""
-        start, end = snap.line_start(cursor), snap.line_end(cursor)
-        return start + offset_at(snap.text[start:end], 0, pos.character, self.encoding)
+        return None if pos.line >= len(snap.starts) else snap.offset_at(pos.line, pos.character, self.encoding)
 
     def state(self) -> str:
         if not self.settings.enabled:
@@ -405,8 +395,9 @@ class DgServer(LanguageServer):
         if item is None:
             return None
         if isinstance(item.insert_text, str) and item.range is not None:
-            self.shown[uri] = Shown(snap.text, cursor, item.insert_text, self.line_offset(snap, cursor,
-                                                                                           item.range.end))
+            end = item.range.end
+            self.shown[uri] = Shown(snap.text, cursor, item.insert_text, snap.offset_at(end.line, end.character,
+                                                                                        self.encoding))
         return T.InlineCompletionList(items=[item])
 
     def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str, since: float):
