@@ -11,8 +11,8 @@
 6. syntax: a bounded window of the edited document around the hole (see `check_window`) is re-parsed; a fill
    that adds tree-sitter ERROR/MISSING nodes (more of them than the window had, or as many but one inside the
    fill) is shortened -- by lines, then at token boundaries -- to the longest version that adds none, or dropped.
-   The check has a time budget (it runs on a keystroke); a fill it could not verify in time is not shown. The
-   window's own parse does not depend on the fill, so the server runs it (`prepare_check`) beside the engine.
+   The shortening search has a time budget (it runs on a keystroke); what it has not found in time is not shown.
+   The window's own parse does not depend on the fill, so the server runs it (`prepare_check`) beside the engine.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
 WINDOW_MAX_LINES = 100
 WINDOW_LINES = 25
-VALIDATE_BUDGET_S = 0.0025  # parsing the window with the fill, and the shortening search if it adds errors
+VALIDATE_BUDGET_S = 0.0025  # the shortening search when the fill adds errors
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
@@ -316,12 +316,12 @@ def _validate(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None, bud
         check = prepare_check(snap, hole)
         if check is None:
             return fill
+    # The fill itself is always checked (one parse of a bounded window): whether a good fill is shown must not
+    # depend on how busy the machine is. Only the search for a shorter version that parses has a deadline.
+    check.deadline = None
+    if not check.adds_errors(fill):
+        return fill
     check.deadline = None if budget_s is None else time.perf_counter() + budget_s
-    try:
-        if not check.adds_errors(fill):
-            return fill
-    except OutOfTime:  # not verified in time: not shown
-        return None
     return _shorten(check, fill)
 
 
