@@ -248,8 +248,11 @@ def parse_until(p: tree_sitter.Parser, data: bytes, old: tree_sitter.Tree | None
     """Parse `data` (incrementally from `old`, already `Tree.edit`ed); None when `deadline` (a
     `time.perf_counter()` value) passed first. A stopped parse resumes where it stopped on the next call with the
     same input, unless `p.reset()` is called."""
+    if deadline is None:  # no callbacks into Python: about twice as fast
+        return p.parse(data, old) if old is not None else p.parse(data)
+
     def stop(*_: object) -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+        return time.perf_counter() > deadline
 
     def read(byte: int, _point: object) -> bytes:
         return data[byte:byte + 65536]

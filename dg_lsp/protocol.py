@@ -10,8 +10,12 @@ Three places where pygls' defaults do not fit (all pygls 2.x internals, pinned b
   (`workDoneToken`), and an unknown command deserves a precise error.
 - Malformed messages: pygls only logs a body that is not JSON, and silently drops a request whose params do
   not fit their type (the client then waits forever). We answer both with JSON-RPC errors.
-- Timing: the arrival of each message (`received_at`) and a hook once a response is written, so the server can
-  report its own per-keystroke time and send a request's dg/status after its answer, not before it.
+- Answers: a handler may return a JSON-ready dict, which is written as it is. pygls' generic serializer (cattrs
+  over attrs classes) took ~0.15 ms for an inline answer when its code was not in the CPU's caches, which is the
+  case after an engine run; a dict takes ~0.03 ms.
+- Timing: the arrival of each message (`received_at`: from the stdio reader when it has one, see
+  dg_lsp.stdio) and a hook once a response is written, so the server can report its own per-keystroke time and
+  send a request's dg/status after its answer, not before it.
 """
 
 from __future__ import annotations
@@ -29,14 +33,20 @@ log = logging.getLogger(__name__)
 
 
 class DgProtocol(LanguageServerProtocol):
-    received_at = 0.0  # time.perf_counter() when the message being handled arrived (parsed)
+    received_at = 0.0  # time.perf_counter() when the message being handled arrived
+    arrived_at: float | None = None  # set by the stdio reader before it parses a message (dg_lsp.stdio)
 
     def handle_message(self, message: Any) -> None:
-        self.received_at = time.perf_counter()
+        self.received_at = self.arrived_at if self.arrived_at is not None else time.perf_counter()
+        self.arrived_at = None
         super().handle_message(message)
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        super()._send_response(msg_id, result, error)
+        if error is None and (result is None or type(result) is dict):  # already JSON: no attrs envelope
+            self._result_types.pop(msg_id, None)
+            self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result})
+        else:
+            super()._send_response(msg_id, result, error)
         after = getattr(self._server, "after_response", None)
         if after is not None:
             after(str(msg_id))

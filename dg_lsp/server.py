@@ -49,6 +49,16 @@ PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
 BUSY_AFTER_S = 0.1  # dg/status "busy" once an engine job has run this long
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When the keystroke behind a request reached the server: `at`, the arrival of its didChange (else of the
+    request itself), and `wait_s`, how long the server then sat idle, its didChange handled, until the request
+    came (the client's time, not the server's)."""
+
+    at: float
+    wait_s: float = 0.0
+
+
 @dataclass
 class Outcome:
     """What one pass through the pipeline produced: a fill, or the reason there is none, and its figures."""
@@ -76,9 +86,9 @@ class DgServer(LanguageServer):
         self._encoder: tuple[Any, MemoEncoder] | None = None
         self._catch_ups: dict[str, asyncio.Task] = {}
         self._in_flight = 0  # fills running (past their debounce)
-        self._answered_at = 0.0  # when the last answer was written
-        self._change_at: dict[str, float] = {}  # uri -> arrival of its latest didChange
-        self._after_response: dict[str, tuple[dict[str, Any], float | None]] = {}  # request id -> dg/status body
+        self._active_at = 0.0  # when a fill last finished or an answer was last written (see `_catch_up`)
+        self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
+        self._after_response: dict[str, tuple[dict[str, Any], Arrival | None]] = {}  # request id -> dg/status body
 
     # -- small helpers (all on the loop) -----------------------------------------------------------------
 
@@ -114,7 +124,7 @@ class DgServer(LanguageServer):
             body["request"] = request
         self.protocol.notify(STATUS, body)
 
-    def status_after_response(self, request: dict[str, Any], since: float | None) -> None:
+    def status_after_response(self, request: dict[str, Any], since: Arrival | None) -> None:
         """Send this request's dg/status once its answer is written (`after_response`), with the server's own
         time from `since` (the arrival of the keystroke's didChange, else of the request) to that write."""
         self._after_response[request["id"]] = (request, since)
@@ -122,12 +132,16 @@ class DgServer(LanguageServer):
             self._after_response.pop(next(iter(self._after_response)))
 
     def after_response(self, msg_id: str) -> None:
-        self._answered_at = time.perf_counter()  # the client's next message is likely close: not idle yet
+        self._active_at = time.perf_counter()  # the client's next message is likely close: not idle yet
         pending = self._after_response.pop(msg_id, None)
         if pending is not None:
             request, since = pending
             if since is not None:
-                request["respondedMs"] = round((time.perf_counter() - since) * 1e3, 3)
+                now = time.perf_counter()
+                out = getattr(self.protocol.writer, "handed_at", 0.0) or now  # see dg_lsp.stdio.TimedWriter
+                request["respondedMs"] = round((out - since.at) * 1e3, 3)
+                request["waitMs"] = round(since.wait_s * 1e3, 3)
+                request["writeMs"] = round((now - out) * 1e3, 3)
             self.send_status(request=request)
 
     def warn(self, message: str) -> None:
@@ -209,7 +223,7 @@ class DgServer(LanguageServer):
         return None
 
     async def fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
-                   progress_token: T.ProgressToken | None = None, since: float | None = None) -> Outcome:
+                   progress_token: T.ProgressToken | None = None, since: Arrival | None = None) -> Outcome:
         """context -> canvas -> engine (or cache) -> postprocess, for one snapshot. Sends dg/status after (for
         an inline/completion request, `since` given: after its answer)."""
         self._in_flight += 1
@@ -217,9 +231,11 @@ class DgServer(LanguageServer):
             return await self._fill(snap, hole, request_id, kind, progress_token, since)
         finally:
             self._in_flight -= 1
+            # its answer is about to be written: a reparse slice now would sit on the keystroke's path
+            self._active_at = time.perf_counter()
 
     async def _fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
-                    progress_token: T.ProgressToken | None, since: float | None) -> Outcome:
+                    progress_token: T.ProgressToken | None, since: Arrival | None) -> Outcome:
         t0 = time.perf_counter()
         s, engine = self.settings, self.worker.engine
         fmt = engine.infill_format
@@ -233,26 +249,35 @@ class DgServer(LanguageServer):
                                  "contextTokens": len(req.context_ids), "canvasLength": req.canvas_length,
                                  "canvasMs": round(canvas_ms, 3)}
         reason = None
-        # The syntax check's baseline (the window around the hole parsed as it is) does not depend on the fill:
-        # a thread parses it while the engine runs (tree-sitter releases the GIL).
-        check = asyncio.ensure_future(asyncio.to_thread(prepare_check, snap, hole))
+        # The syntax check's baseline (the window around the hole parsed as it is) does not depend on the fill: the
+        # loop, idle while the engine runs, prepares it after the engine's first step. Not before the engine starts
+        # (it would sit on the keystroke's path) nor in another thread (tree-sitter holds the GIL while it parses, so
+        # the engine thread would wait for it to start).
+        baseline: list[Any] = []
+        engine_done: list[bool] = []
+
+        def prepare() -> None:
+            if not baseline and not engine_done and self.doc_version(snap.uri) == snap.version:
+                try:
+                    baseline.append(prepare_check(snap, hole))
+                except Exception:  # noqa: BLE001 -- postprocess then builds the check itself
+                    log.exception("syntax check baseline failed")
+                    baseline.append(None)
+
         raw = self.fills.get(key)
-        try:
-            if raw is not None:
-                stats["cached"] = "lru"
-            else:
-                raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats)
-        finally:
-            check.add_done_callback(_consume)  # an abandoned check must not log "exception never retrieved"
+        if raw is not None:
+            stats["cached"] = "lru"
+        else:
+            try:
+                raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats,
+                                                     prepare)
+            finally:
+                engine_done.append(True)
         fill = None
         if reason is None and self.doc_version(snap.uri) == snap.version:
             t_post = time.perf_counter()
-            try:
-                prepared = await check
-                stats["checkWaitMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
-            except Exception:  # noqa: BLE001 -- postprocess then builds the check itself
-                log.exception("syntax check baseline failed")
-                prepared = None
+            stats["checkPrepared"] = bool(baseline)
+            prepared = baseline[0] if baseline else None
             # bounded (edits.VALIDATE_BUDGET_S), so it runs on the loop: no thread hop on the keystroke path
             fill = postprocess(snap, hole, raw, prepared)
             stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
@@ -273,12 +298,14 @@ class DgServer(LanguageServer):
         return Outcome(fill, reason, stats)
 
     async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, key: tuple, request_id: str, kind: str,
-                          progress_token: T.ProgressToken | None, stats: dict) -> tuple[str, str | None]:
+                          progress_token: T.ProgressToken | None, stats: dict,
+                          first_step: Callable[[], None]) -> tuple[str, str | None]:
+        """Run the engine job; `first_step` is called on the loop once the engine has done its first step."""
         s = self.settings
         ticket = self.worker.ticket(snap.uri, request_id, kind)
-        on_step = self._step_listener(snap, hole, request_id, progress_token)
+        on_step = self._step_listener(snap, hole, request_id, progress_token, first_step)
         job = EngineJob(list(req.context_ids), req.canvas_length, s.steps, s.entropy_bound, req.max_canvases,
-                        on_step=on_step)
+                        on_step=on_step, draft_text=s.drafts)
         # "busy" only for a job that takes a while: a keystroke's fill would make the status flicker, and the write
         # would sit on its path
         busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, self.send_status, "busy")
@@ -302,16 +329,17 @@ class DgServer(LanguageServer):
             self.protocol.notify(DRAFT, body)
         return res.text, None
 
-    def _step_listener(self, snap, hole, request_id, progress_token):
-        """A callback for the engine thread that forwards each step as dg/draft and/or $/progress."""
+    def _step_listener(self, snap, hole, request_id, progress_token, first_step):
+        """A callback for the engine thread: `first_step` after the first step, and each step as dg/draft and/or
+        $/progress."""
         drafts = self.settings.drafts
-        if not drafts and progress_token is None:
-            return None
         loop = asyncio.get_running_loop()
         notify = self.protocol.notify
-        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding)
+        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding) if drafts else None
 
-        def on_step(draft: Any) -> None:  # engine thread: only hands messages to the loop
+        def on_step(draft: Any) -> None:  # engine thread: only hands work to the loop
+            if draft.step == 1:
+                loop.call_soon_threadsafe(first_step)
             if drafts:
                 body = {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": draft.step,
                         "steps": draft.steps, "text": draft.text, "range": rng, "done": False}
@@ -349,7 +377,7 @@ class DgServer(LanguageServer):
         try:
             while (doc := self.store.get(uri)) is not None:
                 await asyncio.sleep(PARSE_SLICE_S if not self._in_flight else 10 * PARSE_SLICE_S)  # messages first
-                last = max(self.protocol.received_at, self._answered_at)
+                last = max(self.protocol.received_at, self._active_at)
                 idle = not self._in_flight and time.perf_counter() - last > PARSE_IDLE_S
                 if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
                     return
@@ -366,12 +394,18 @@ class DgServer(LanguageServer):
             return None
         return snap
 
-    def arrival(self, uri: str) -> float:
+    def arrival(self, uri: str) -> Arrival:
         """When the keystroke behind this request arrived: the first request after a didChange is timed from
         that didChange, any other from its own arrival."""
-        return self._change_at.pop(uri, None) or self.protocol.received_at
+        got = self.protocol.received_at
+        change = self._change_at.pop(uri, None)
+        if change is None:
+            return Arrival(got)
+        arrived, handled = change
+        return Arrival(arrived, max(0.0, got - handled))
 
-    async def inline(self, params: T.InlineCompletionParams) -> T.InlineCompletionList | None:
+    async def inline(self, params: T.InlineCompletionParams) -> dict | None:
+        """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
         uri = params.text_document.uri
         since = self.arrival(uri)
         snap = self.usable(uri)
@@ -398,17 +432,16 @@ class DgServer(LanguageServer):
             end = item.range.end
             self.shown[uri] = Shown(snap.text, cursor, item.insert_text, snap.offset_at(end.line, end.character,
                                                                                         self.encoding))
-        return T.InlineCompletionList(items=[item])
+        return inline_list(item)
 
-    def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str, since: float):
+    def _typed_ahead_item(self, snap: Snapshot, shown: Shown, cursor: int, rest: str, since: Arrival):
         """The remainder of the fill already shown: no engine call, no debounce."""
         self.status_after_response({"id": self.request_id(), "uri": snap.uri, "version": snap.version,
                                     "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, since)
         end = shown.end + (cursor - shown.cursor)
         start_pos = T.Position(*position_at(snap.text, cursor, self.encoding))
         end_pos = T.Position(*position_at(snap.text, end, self.encoding))
-        item = T.InlineCompletionItem(insert_text=rest, range=T.Range(start_pos, end_pos))
-        return T.InlineCompletionList(items=[item])
+        return inline_list(T.InlineCompletionItem(insert_text=rest, range=T.Range(start_pos, end_pos)))
 
     async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:
         since = self.arrival(params.text_document.uri)
@@ -423,9 +456,16 @@ class DgServer(LanguageServer):
         item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
         return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
 
-def _consume(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()
+
+def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:
+    """An InlineCompletionList of `item` as JSON, written as it is (see DgProtocol._send_response): the keystroke's
+    answer skips pygls' generic serializer."""
+    r = item.range
+    out: dict[str, Any] = {"insertText": item.insert_text}
+    if r is not None:
+        out["range"] = {"start": {"line": r.start.line, "character": r.start.character},
+                        "end": {"line": r.end.line, "character": r.end.character}}
+    return {"items": [out]}
 
 
 def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:
@@ -467,13 +507,15 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
-        ls._change_at[uri] = ls.protocol.received_at
+        arrived = ls.protocol.received_at
+        ls._change_at.pop(uri, None)
         ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
         if uri not in ls.store:
             log.warning("didChange for a document that is not open: %s", uri)
             return
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
         ls.catch_up(uri)  # the reparse, in slices, while no fill runs
+        ls._change_at[uri] = (arrived, time.perf_counter())
 
     @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:

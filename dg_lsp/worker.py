@@ -88,6 +88,7 @@ class EngineJob:
     max_canvases: int = 1
     seed: int = SEED
     on_step: Callable[[Any], None] | None = field(default=None, compare=False)
+    draft_text: bool = False  # decode each step's canvas to text (only dg/draft shows it)
 
 
 class Worker:
@@ -202,4 +203,4 @@ def _run(engine: Any, ticket: Ticket, job: EngineJob) -> Any:
     assert threading.current_thread() is not threading.main_thread()
     return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
                          entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
-                         cancel=ticket.token, on_step=on_step)
+                         cancel=ticket.token, on_step=on_step, draft_text=job.draft_text)

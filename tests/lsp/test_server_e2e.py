@@ -217,3 +217,25 @@ async def test_the_reparse_runs_while_the_server_is_idle(client):
         context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic))
     await client.text_document_inline_completion_async(params)
     assert (await status_after(client, uri, 0))["treeFresh"] is True
+
+
+async def test_keystroke_figures_and_the_check_prepared_while_the_engine_runs(client):
+    """A keystroke's dg/status: the server's time from the didChange to the answer handed over (with the idle wait
+    for the request apart), and the syntax check's baseline prepared on the loop during the engine's steps."""
+    uri = "file:///figures.py"
+    open_doc(client, uri, "def f(a):\n    return a\n\nprint(f(1))\n", "python")
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"steps": 48}))
+    try:
+        edit_doc(client, uri, 1, 12, " +")
+        await asyncio.sleep(0.05)  # the server waits for the request: that wait is the client's time
+        await client.text_document_inline_completion_async(T.InlineCompletionParams(
+            text_document=T.TextDocumentIdentifier(uri=uri), position=pos(1, 14),
+            context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic)))
+        st = await status_after(client, uri, 0)
+    finally:
+        client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"steps": 6}))
+    assert st["steps"] >= 2 and st["reason"] in (None, "empty fill")
+    assert st["checkPrepared"] is True
+    assert st["waitMs"] >= 40  # the 50 ms sleep, not counted as the server's own time
+    assert st["respondedMs"] >= st["waitMs"] + st["engineMs"]
+    assert st["writeMs"] >= 0
