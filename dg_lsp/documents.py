@@ -79,9 +79,7 @@ def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: 
     """LSP position -> index into `text`. Clamps (never raises): past a line's end -> the line end; past the
     last line -> len(text); negative values -> 0. `starts` (the text's `line_starts`) makes it O(1)."""
     if starts is not None:
-        if line >= len(starts):
-            return len(text)
-        pos = int(starts[max(line, 0)])
+        return _locate(text, line, character, encoding, starts)[0]
     else:
         pos = 0
         for _ in range(max(line, 0)):
@@ -93,17 +91,36 @@ def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: 
     return pos + _chars_for_units(text[pos:end], character, encoding)
 
 
-def position_at(text: str, offset: int, encoding: Encoding) -> tuple[int, int]:
-    """Index into `text` -> LSP (line, character). The offset is clamped to [0, len(text)]."""
+def _locate(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray) -> tuple[int, int, int]:
+    """`offset_at` with line starts: (offset, its line, that line's start)."""
+    if line >= len(starts):
+        row = len(starts) - 1
+        return len(text), row, int(starts[row])
+    row = max(line, 0)
+    pos = int(starts[row])
+    end = line_end_of(text, pos)
+    return pos + _chars_for_units(text[pos:end], character, encoding), row, pos
+
+
+def _line_of(text: str, offset: int, starts: np.ndarray | None) -> int:
+    """The line holding `offset` (in [0, len(text)]): a binary search in `starts`, else a count from the top."""
+    if starts is not None:
+        return int(np.searchsorted(starts, offset, side="right")) - 1
+    return text.count("\n", 0, offset)
+
+
+def position_at(text: str, offset: int, encoding: Encoding, starts: np.ndarray | None = None) -> tuple[int, int]:
+    """Index into `text` -> LSP (line, character). The offset is clamped to [0, len(text)]. `starts` (the text's
+    `line_starts`) makes the line O(log n) instead of a scan from the top of the file."""
     offset = min(max(offset, 0), len(text))
     start = line_start_of(text, offset)
-    return text.count("\n", 0, offset), _units(text[start:offset], encoding)
+    return _line_of(text, offset, starts), _units(text[start:offset], encoding)
 
 
-def _point(text: str, offset: int) -> tuple[int, int]:
-    """tree-sitter point (row, UTF-8 byte column) of a str offset."""
-    start = line_start_of(text, offset)
-    return text.count("\n", 0, offset), len(text[start:offset].encode("utf-8", "surrogatepass"))
+def _point(text: str, offset: int, row: int, line_start: int, ascii_text: bool) -> tuple[int, int]:
+    """tree-sitter point (row, UTF-8 byte column) of a str offset on line `row`, which starts at `line_start`."""
+    col = offset - line_start if ascii_text else len(text[line_start:offset].encode("utf-8", "surrogatepass"))
+    return row, col
 
 
 def _change_parts(change: Any) -> tuple[tuple[int, int, int, int] | None, str]:
@@ -176,7 +193,7 @@ class Snapshot:
         return offset_at(self.text, line, character, encoding, self.starts)
 
     def position_at(self, offset: int, encoding: Encoding) -> tuple[int, int]:
-        return position_at(self.text, offset, encoding)
+        return position_at(self.text, offset, encoding, self.starts)
 
 
 class Document:
@@ -253,14 +270,16 @@ class Document:
             if rng is None:
                 text, tree, starts = new, None, line_starts(new)
                 continue
-            start = offset_at(text, rng[0], rng[1], encoding, starts)
-            end = offset_at(text, rng[2], rng[3], encoding, starts)
-            start, end = min(start, end), max(start, end)
+            a = _locate(text, rng[0], rng[1], encoding, starts)
+            b = _locate(text, rng[2], rng[3], encoding, starts)
+            (start, row0, ls0), (end, row1, ls1) = (a, b) if a[0] <= b[0] else (b, a)
             if tree is not None:
-                start_byte = len(text[:start].encode("utf-8", "surrogatepass"))
+                ascii_text = text.isascii()  # O(1) in CPython: then str offsets are byte offsets
+                start_byte = start if ascii_text else len(text[:start].encode("utf-8", "surrogatepass"))
                 old_end_byte = start_byte + len(text[start:end].encode("utf-8", "surrogatepass"))
                 new_bytes = new.encode("utf-8", "surrogatepass")
-                start_point, old_end_point = _point(text, start), _point(text, end)
+                start_point = _point(text, start, row0, ls0, ascii_text)
+                old_end_point = _point(text, end, row1, ls1, ascii_text)
                 last_nl = new.rfind("\n")
                 if last_nl < 0:
                     new_end_point = (start_point[0], start_point[1] + len(new_bytes))
@@ -270,7 +289,7 @@ class Document:
                 tree.edit(start_byte=start_byte, old_end_byte=old_end_byte,
                           new_end_byte=start_byte + len(new_bytes), start_point=start_point,
                           old_end_point=old_end_point, new_end_point=new_end_point)
-            starts = _splice_starts(starts, start, end, new)
+            starts = _splice_starts(starts, row0, row1, start, end, new)
             text = text[:start] + new + text[end:]
         self.text, self.version, self.starts = text, version, starts
         self._tree, self._fresh = tree, False
@@ -283,12 +302,16 @@ class Document:
                         self._fresh)
 
 
-def _splice_starts(starts: np.ndarray, start: int, end: int, new: str) -> np.ndarray:
-    """Line starts after replacing text[start:end] with `new` (a new array: snapshots keep the old one)."""
-    first = int(np.searchsorted(starts, start, side="right"))  # lines starting at or before `start` stay
-    last = int(np.searchsorted(starts, end, side="right"))  # lines starting after `end` shift
-    added = [start + m.end() for m in _NEWLINE.finditer(new)]
+def _splice_starts(starts: np.ndarray, row0: int, row1: int, start: int, end: int, new: str) -> np.ndarray:
+    """Line starts after replacing text[start:end] (from line `row0` to line `row1`) with `new`. A new array:
+    snapshots keep the old one."""
+    first, last = row0 + 1, row1 + 1  # lines starting at or before `start` stay; lines after `end` shift
     delta = len(new) - (end - start)
+    if first == last and "\n" not in new:  # a keystroke within a line: one copy, one add
+        out = starts.copy()
+        out[last:] += delta
+        return out
+    added = [start + m.end() for m in _NEWLINE.finditer(new)]
     return np.concatenate((starts[:first], np.asarray(added, dtype=np.int64), starts[last:] + delta))
 
 

@@ -21,6 +21,7 @@ import functools
 import re
 import time
 
+import numpy as np
 import tree_sitter
 from lsprotocol import types
 
@@ -34,7 +35,12 @@ _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
 WINDOW_MAX_LINES = 100
 WINDOW_LINES = 25
-VALIDATE_BUDGET_S = 0.0025  # the shortening search when the fill adds errors
+# The search for a shorter version when a fill adds syntax errors: for a keystroke's answer, and for a command
+# (an explicit action with a progress bar). Measured on a keystroke replay (bench.lsp_latency, 96 keystrokes): 22
+# fills needed the search; the 6 that a first or second parse saved kept most of their text, the 5 saved later
+# (3-8 parses, 1.4-2.5 ms) kept 1-5 characters, and 11 kept nothing.
+VALIDATE_BUDGET_S = 0.001
+COMMAND_VALIDATE_BUDGET_S = 0.05
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
@@ -384,10 +390,12 @@ def postprocess(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None = 
 # ---- LSP converters ----------------------------------------------------------------------------------------
 
 
-def to_lsp_range(text: str, start: int, end: int, encoding: Encoding) -> types.Range:
+def to_lsp_range(text: str, start: int, end: int, encoding: Encoding,
+                 starts: np.ndarray | None = None) -> types.Range:
+    """`starts`: the text's line starts (`Snapshot.starts`), for an O(log n) line lookup."""
     return types.Range(
-        start=types.Position(*position_at(text, start, encoding)),
-        end=types.Position(*position_at(text, end, encoding)),
+        start=types.Position(*position_at(text, start, encoding, starts)),
+        end=types.Position(*position_at(text, end, encoding, starts)),
     )
 
 
@@ -415,7 +423,8 @@ def lsp_inline_item(
     if not fill:
         return None
     start, end = _cursor_line_span(snap, hole, cursor_offset)
-    return types.InlineCompletionItem(insert_text=fill, range=to_lsp_range(snap.text, start, end, encoding))
+    rng = to_lsp_range(snap.text, start, end, encoding, snap.starts)
+    return types.InlineCompletionItem(insert_text=fill, range=rng)
 
 
 def lsp_completion_item(
@@ -432,7 +441,7 @@ def lsp_completion_item(
         kind=types.CompletionItemKind.Snippet,
         detail="dg-lsp",
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{fill}\n```"),
-        text_edit=types.TextEdit(range=to_lsp_range(snap.text, start, end, encoding), new_text=fill),
+        text_edit=types.TextEdit(range=to_lsp_range(snap.text, start, end, encoding, snap.starts), new_text=fill),
         insert_text_format=types.InsertTextFormat.PlainText,
         sort_text="0",
         preselect=True,
@@ -441,4 +450,4 @@ def lsp_completion_item(
 
 def lsp_text_edit(snap: Snapshot, hole: Hole, fill: str, encoding: Encoding) -> types.TextEdit:
     """The edit that replaces the whole hole (any number of lines) with the fill, for workspace/applyEdit."""
-    return types.TextEdit(range=to_lsp_range(snap.text, hole.start, hole.end, encoding), new_text=fill)
+    return types.TextEdit(range=to_lsp_range(snap.text, hole.start, hole.end, encoding, snap.starts), new_text=fill)

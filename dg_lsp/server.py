@@ -25,8 +25,9 @@ from dg_lsp.canvas import build_request
 from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_command
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor
-from dg_lsp.documents import DocumentStore, Snapshot, position_at
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, prepare_check, to_lsp_range
+from dg_lsp.documents import DocumentStore, Snapshot
+from dg_lsp.edits import (COMMAND_VALIDATE_BUDGET_S, VALIDATE_BUDGET_S, lsp_completion_item, lsp_inline_item,
+                          postprocess, prepare_check, to_lsp_range)
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
@@ -279,7 +280,8 @@ class DgServer(LanguageServer):
             stats["checkPrepared"] = bool(baseline)
             prepared = baseline[0] if baseline else None
             # bounded (edits.VALIDATE_BUDGET_S), so it runs on the loop: no thread hop on the keystroke path
-            fill = postprocess(snap, hole, raw, prepared)
+            budget = VALIDATE_BUDGET_S if kind == "inline" else COMMAND_VALIDATE_BUDGET_S
+            fill = postprocess(snap, hole, raw, prepared, budget)
             stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
             if not fill:
                 fill, reason = None, "empty fill"
@@ -335,7 +337,7 @@ class DgServer(LanguageServer):
         drafts = self.settings.drafts
         loop = asyncio.get_running_loop()
         notify = self.protocol.notify
-        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding) if drafts else None
+        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding, snap.starts) if drafts else None
 
         def on_step(draft: Any) -> None:  # engine thread: only hands work to the loop
             if draft.step == 1:
@@ -353,7 +355,7 @@ class DgServer(LanguageServer):
 
     def _draft_body(self, snap: Snapshot, hole: Hole, request_id: str, step: int, steps: int, text: str,
                     done: bool) -> dict[str, Any]:
-        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding)
+        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding, snap.starts)
         return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step,
                 "steps": steps, "text": text, "range": rng, "done": done}
 
@@ -439,8 +441,8 @@ class DgServer(LanguageServer):
         self.status_after_response({"id": self.request_id(), "uri": snap.uri, "version": snap.version,
                                     "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, since)
         end = shown.end + (cursor - shown.cursor)
-        start_pos = T.Position(*position_at(snap.text, cursor, self.encoding))
-        end_pos = T.Position(*position_at(snap.text, end, self.encoding))
+        start_pos = T.Position(*snap.position_at(cursor, self.encoding))
+        end_pos = T.Position(*snap.position_at(end, self.encoding))
         return inline_list(T.InlineCompletionItem(insert_text=rest, range=T.Range(start_pos, end_pos)))
 
     async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:

@@ -58,6 +58,7 @@ def test_position_roundtrip_non_ascii(encoding):
     for offset in range(len(text) + 1):
         pos = position_at(text, offset, encoding)
         assert pos == ref_position(text, offset, encoding)
+        assert position_at(text, offset, encoding, line_starts(text)) == pos  # the line by binary search
         if text[offset - 1 : offset] != "\r" or offset == 0:  # the "\r" of "\r\n" is not addressable
             assert offset_at(text, *pos, encoding) == offset
 

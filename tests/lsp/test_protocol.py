@@ -1,0 +1,47 @@
+"""DgProtocol in process: a didChange goes straight to its handler, and a failing handler is reported, not raised."""
+
+from __future__ import annotations
+
+import json
+
+from lsprotocol import types as T
+
+from dg_lsp.server import build_server
+
+CHANGE = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+    "textDocument": {"uri": "file:///a.py", "version": 2},
+    "contentChanges": [{"range": {"start": {"line": 0, "character": 1}, "end": {"line": 0, "character": 1}},
+                        "text": "y"}]}}
+
+
+def structured(server, message: dict):
+    return json.loads(json.dumps(message), object_hook=server.protocol.structure_message)
+
+
+def test_did_change_reaches_the_store_and_sets_the_arrival():
+    server = build_server(engine_factory=lambda s: None)
+    server.store.open("file:///a.py", "python", 1, "x = 1\n")
+    server.protocol.arrived_at = 123.0
+    server.protocol.handle_message(structured(server, CHANGE))
+    doc = server.store.get("file:///a.py")
+    assert doc.text == "xy = 1\n" and doc.version == 2
+    assert server.protocol.received_at == 123.0 and server.protocol.arrived_at is None
+    assert server._change_at["file:///a.py"][0] == 123.0
+
+
+def test_a_failing_did_change_handler_is_reported_and_the_next_message_served():
+    server = build_server(engine_factory=lambda s: None)
+    errors = []
+    server._report_server_error = lambda error, source: errors.append((error, source))  # noqa: SLF001
+
+    def broken(params: T.DidChangeTextDocumentParams) -> None:
+        raise RuntimeError("boom")
+
+    handler = server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE]
+    server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE] = broken
+    server.protocol.handle_message(structured(server, CHANGE))
+    assert len(errors) == 1 and str(errors[0][0]) == "boom"
+    server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE] = handler
+    server.store.open("file:///a.py", "python", 1, "x = 1\n")
+    server.protocol.handle_message(structured(server, CHANGE))
+    assert server.store.get("file:///a.py").text == "xy = 1\n"
