@@ -58,18 +58,46 @@ def fill_key(context_ids: list[int], canvas_length: int, steps: int | None, entr
 
 class MemoEncoder:
     """`encode` with a small memo. Per keystroke the canvas builder tokenizes the same suffix text (and often the
-    same prefix text) as for the previous keystroke: its cuts are sticky by design, so most calls repeat."""
+    same prefix text) as for the previous keystroke: its cuts are sticky by design, so most calls repeat.
 
-    def __init__(self, encode: Callable[[str], list[int]], capacity: int = 64) -> None:
+    With `split_before_newline` (true when the tokenizer allows it exactly, see
+    `engine.tokens.splits_before_newline`), a text is tokenized as two parts split at its last newline that
+    follows a non-whitespace character: the head (the prefix's lines above the cursor) comes from the memo while
+    the user types on one line, and only the tail (the cursor's line) is tokenized. Tokenizing costs about
+    0.4 ms for a 450-character prefix against 0.13 ms for a 40-character line when the tokenizer's code and data
+    are not in the CPU's caches, as on a keystroke after an engine run."""
+
+    def __init__(self, encode: Callable[[str], list[int]], capacity: int = 64,
+                 split_before_newline: bool = False) -> None:
         self._encode = encode
         self._memo: LRU[list[int]] = LRU(capacity)
+        self._split = split_before_newline
 
     def __call__(self, text: str) -> list[int]:
         ids = self._memo.get(text)
         if ids is None:
-            ids = self._encode(text)
+            cut = _last_split(text) if self._split else -1
+            if cut > 0:
+                ids = self._cached(text[:cut]) + self._encode(text[cut:])
+            else:
+                ids = self._encode(text)
             self._memo.put(text, ids)
         return list(ids)
+
+    def _cached(self, text: str) -> list[int]:
+        ids = self._memo.get(text)
+        if ids is None:
+            ids = self._encode(text)
+            self._memo.put(text, ids)
+        return ids
+
+
+def _last_split(text: str) -> int:
+    """The offset of the last newline in `text` that follows a non-whitespace character, or -1."""
+    i = text.rfind("\n")
+    while i > 0 and text[i - 1].isspace():
+        i = text.rfind("\n", 0, i)
+    return i if i > 0 else -1
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class Arrival:
 
     at: float
     wait_s: float = 0.0
+    handler_at: float = 0.0  # when the request's handler started
 
 
 @dataclass
@@ -143,6 +144,9 @@ class DgServer(LanguageServer):
                 request["respondedMs"] = round((out - since.at) * 1e3, 3)
                 request["waitMs"] = round(since.wait_s * 1e3, 3)
                 request["writeMs"] = round((now - out) * 1e3, 3)
+                marks = request.pop("_marks", None)
+                if marks is not None:
+                    request["stagesMs"] = _stages(since, marks, out, request.get("engineMs", 0.0))
             self.send_status(request=request)
 
     def warn(self, message: str) -> None:
@@ -210,7 +214,8 @@ class DgServer(LanguageServer):
     def encoder(self, engine: Any) -> MemoEncoder:
         """The engine's tokenizer behind a memo, one per loaded model."""
         if self._encoder is None or self._encoder[0] is not engine:
-            self._encoder = (engine, MemoEncoder(engine.encode))
+            split = bool(getattr(engine, "splits_before_newline", False))
+            self._encoder = (engine, MemoEncoder(engine.encode, split_before_newline=split))
         return self._encoder[1]
 
     def cache_key(self, req: Any) -> tuple:
@@ -238,10 +243,12 @@ class DgServer(LanguageServer):
     async def _fill(self, snap: Snapshot, hole: Hole, request_id: str, kind: str,
                     progress_token: T.ProgressToken | None, since: Arrival | None) -> Outcome:
         t0 = time.perf_counter()
+        marks = {"fill": t0}  # perf_counter() times of the stages (see `_stages`)
         s, engine = self.settings, self.worker.engine
         fmt = engine.infill_format
         req = build_request(snap, hole, self.encoder(engine), fmt, fmt.context_budget(s.context_tokens))
-        canvas_ms = (time.perf_counter() - t0) * 1e3
+        marks["canvas"] = time.perf_counter()
+        canvas_ms = (marks["canvas"] - t0) * 1e3
         key = self.cache_key(req)
         stats: dict[str, Any] = {"id": request_id, "uri": snap.uri, "version": snap.version, "cached": False,
                                  "treeFresh": snap.tree_fresh,
@@ -270,8 +277,8 @@ class DgServer(LanguageServer):
             stats["cached"] = "lru"
         else:
             try:
-                raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats,
-                                                     prepare)
+                    raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats,
+                                                     prepare, marks)
             finally:
                 engine_done.append(True)
         fill = None
@@ -282,7 +289,8 @@ class DgServer(LanguageServer):
             # bounded (edits.VALIDATE_BUDGET_S), so it runs on the loop: no thread hop on the keystroke path
             budget = VALIDATE_BUDGET_S if kind == "inline" else COMMAND_VALIDATE_BUDGET_S
             fill = postprocess(snap, hole, raw, prepared, budget)
-            stats["postMs"] = round((time.perf_counter() - t_post) * 1e3, 3)
+            marks["post"] = time.perf_counter()
+            stats["postMs"] = round((marks["post"] - t_post) * 1e3, 3)
             if not fill:
                 fill, reason = None, "empty fill"
         if self.doc_version(snap.uri) != snap.version:  # also explains a cancel caused by a keystroke
@@ -294,6 +302,8 @@ class DgServer(LanguageServer):
         self.last_latency_ms = round(total, 1)
         log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
         if since is not None:
+            marks["filled"] = time.perf_counter()
+            stats["_marks"] = marks
             self.status_after_response(stats, since)
         else:
             self.send_status(request=stats)
@@ -301,8 +311,9 @@ class DgServer(LanguageServer):
 
     async def _run_engine(self, snap: Snapshot, hole: Hole, req: Any, key: tuple, request_id: str, kind: str,
                           progress_token: T.ProgressToken | None, stats: dict,
-                          first_step: Callable[[], None]) -> tuple[str, str | None]:
-        """Run the engine job; `first_step` is called on the loop once the engine has done its first step."""
+                          first_step: Callable[[], None], marks: dict[str, float]) -> tuple[str, str | None]:
+        """Run the engine job; `first_step` is called on the loop once the engine has done its first step.
+        `marks` gets the times the engine thread started and finished the job and the loop resumed."""
         s = self.settings
         ticket = self.worker.ticket(snap.uri, request_id, kind)
         on_step = self._step_listener(snap, hole, request_id, progress_token, first_step)
@@ -314,7 +325,10 @@ class DgServer(LanguageServer):
         try:
             t_engine = time.perf_counter()
             res = await self.worker.infill(ticket, job)
-            stats["engineWallMs"] = round((time.perf_counter() - t_engine) * 1e3, 3)  # engineMs + hand-offs
+            marks["resumed"] = time.perf_counter()
+            stats["engineWallMs"] = round((marks["resumed"] - t_engine) * 1e3, 3)  # engineMs + hand-offs
+            if ticket.started_at is not None and ticket.finished_at is not None:
+                marks["started"], marks["finished"] = ticket.started_at, ticket.finished_at
         except asyncio.CancelledError:  # $/cancelRequest on an inline request: no answer, but the figures
             _job_stats(stats, ticket, None)
             self.send_status(request=dict(stats, reason="cancelled"))
@@ -399,12 +413,12 @@ class DgServer(LanguageServer):
     def arrival(self, uri: str) -> Arrival:
         """When the keystroke behind this request arrived: the first request after a didChange is timed from
         that didChange, any other from its own arrival."""
-        got = self.protocol.received_at
+        got, now = self.protocol.received_at, time.perf_counter()
         change = self._change_at.pop(uri, None)
         if change is None:
-            return Arrival(got)
+            return Arrival(got, 0.0, now)
         arrived, handled = change
-        return Arrival(arrived, max(0.0, got - handled))
+        return Arrival(arrived, max(0.0, got - handled), now)
 
     async def inline(self, params: T.InlineCompletionParams) -> dict | None:
         """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
@@ -468,6 +482,29 @@ def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:
         out["range"] = {"start": {"line": r.start.line, "character": r.start.character},
                         "end": {"line": r.end.line, "character": r.end.character}}
     return {"items": [out]}
+
+
+def _stages(since: Arrival, marks: dict[str, float], out: float, engine_ms: float) -> dict[str, float]:
+    """Where a keystroke's server time went (ms): `input` (its didChange handled, the request read, parsed and
+    dispatched; the idle wait for the request left out), `hole` (snapshot, cursor, typed-ahead check, debounce,
+    hole), `canvas`, `toEngine` (to the engine thread's start), `engineGlue` (the engine thread's time outside the
+    engine's own timer), `fromEngine` (back to the loop), `post` (post-processing with the syntax check), `answer`
+    (the item built, serialized and handed to the OS). Stages the request did not go through are absent."""
+    def ms(a: float, b: float) -> float:
+        return round((b - a) * 1e3, 3)
+
+    handler = since.handler_at or marks["fill"]
+    out_stages = {"input": round(ms(since.at, handler) - since.wait_s * 1e3, 3),
+                  "hole": ms(handler, marks["fill"]),
+                  "canvas": ms(marks["fill"], marks["canvas"])}
+    if "started" in marks:
+        out_stages["toEngine"] = ms(marks["canvas"], marks["started"])
+        out_stages["engineGlue"] = round(ms(marks["started"], marks["finished"]) - engine_ms, 3)
+        out_stages["fromEngine"] = ms(marks["finished"], marks["resumed"])
+    if "post" in marks:
+        out_stages["post"] = ms(marks.get("resumed", marks["canvas"]), marks["post"])
+    out_stages["answer"] = ms(marks.get("post", marks["filled"]), out)
+    return out_stages
 
 
 def _job_stats(stats: dict[str, Any], ticket: Any, res: Any) -> None:

@@ -65,6 +65,8 @@ class Ticket:
     steps_done: int = 0
     steps_at_cancel: int | None = None
     why_cancelled: str | None = None
+    started_at: float | None = None  # perf_counter() on the engine thread when the job started / finished
+    finished_at: float | None = None
 
     def cancel(self, why: str) -> None:
         if self.steps_at_cancel is None:
@@ -201,6 +203,10 @@ def _run(engine: Any, ticket: Ticket, job: EngineJob) -> Any:
             job.on_step(draft)
 
     assert threading.current_thread() is not threading.main_thread()
-    return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
-                         entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
-                         cancel=ticket.token, on_step=on_step, draft_text=job.draft_text)
+    ticket.started_at = time.perf_counter()
+    try:
+        return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
+                             entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
+                             cancel=ticket.token, on_step=on_step, draft_text=job.draft_text)
+    finally:
+        ticket.finished_at = time.perf_counter()

@@ -3,6 +3,7 @@ with a prefix KV cache across calls and cancellation between denoising steps."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -17,7 +18,7 @@ from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText, KVCache
-from engine.tokens import InfillFormat
+from engine.tokens import InfillFormat, splits_before_newline
 
 
 def default_model_path() -> Path:
@@ -137,6 +138,12 @@ class Engine:
         if self.tokenizer is None:
             raise RuntimeError(f"checkpoint {self.path} has no tokenizer.json; use the id-based API")
         return self.tokenizer
+
+    @functools.cached_property
+    def splits_before_newline(self) -> bool:
+        """Whether `encode` may tokenize a text in two parts at a newline after non-whitespace (see
+        `engine.tokens.splits_before_newline`)."""
+        return self.tokenizer is not None and splits_before_newline(self.tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return self._tok().encode(text, add_special_tokens=False).ids

@@ -29,6 +29,21 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     return tok
 
 
+def splits_before_newline(tok: Tokenizer) -> bool:
+    """True when encode(a + b) == encode(a) + encode(b) for every `a` ending in a non-whitespace character and `b`
+    starting with a newline, so a text can be tokenized in two parts there (the LSP server re-tokenizes only the
+    cursor's line of a prompt). That holds for a byte-level BPE split by the GPT-2 regex with no normalizer, no
+    prefix space and no added token holding a newline: the regex always starts a new piece at whitespace that
+    follows non-whitespace, and BPE merges stay within a piece. Other tokenizers (SentencePiece-style ones, for
+    instance) are not assumed to."""
+    cfg = json.loads(tok.to_str())
+    pre, post, model = cfg.get("pre_tokenizer") or {}, cfg.get("post_processor"), cfg.get("model") or {}
+    return (cfg.get("normalizer") is None and pre.get("type") == "ByteLevel" and pre.get("use_regex", True)
+            and not pre.get("add_prefix_space", False) and (post is None or post.get("type") == "ByteLevel")
+            and model.get("type") == "BPE" and model.get("dropout") is None
+            and all("\n" not in t.get("content", "") for t in cfg.get("added_tokens") or []))
+
+
 @dataclass(frozen=True)
 class InfillFormat:
     """How a checkpoint wants prefix/suffix laid out in the encoder context (from `infill.json`).

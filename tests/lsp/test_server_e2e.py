@@ -239,3 +239,7 @@ async def test_keystroke_figures_and_the_check_prepared_while_the_engine_runs(cl
     assert st["waitMs"] >= 40  # the 50 ms sleep, not counted as the server's own time
     assert st["respondedMs"] >= st["waitMs"] + st["engineMs"]
     assert st["writeMs"] >= 0
+    stages = st["stagesMs"]  # contiguous: together they are the server's own time
+    assert list(stages) == ["input", "hole", "canvas", "toEngine", "engineGlue", "fromEngine", "post", "answer"]
+    assert min(stages.values()) >= 0
+    assert abs(sum(stages.values()) - (st["respondedMs"] - st["waitMs"] - st["engineMs"])) < 0.05
