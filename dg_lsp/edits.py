@@ -36,9 +36,9 @@ _MAX_PARSES = 48
 WINDOW_MAX_LINES = 100
 WINDOW_LINES = 25
 # The search for a shorter version when a fill adds syntax errors: for a keystroke's answer, and for a command
-# (an explicit action with a progress bar). Measured on a keystroke replay (bench.lsp_latency, 96 keystrokes): 22
-# fills needed the search; the 6 that a first or second parse saved kept most of their text, the 5 saved later
-# (3-8 parses, 1.4-2.5 ms) kept 1-5 characters, and 11 kept nothing.
+# (an explicit action with a progress bar). Measured on a keystroke replay (bench.lsp_latency's spots, 96
+# keystrokes, 2.5 ms then): 22 fills needed the search; 5 were saved by its first parse (4 of them kept most of
+# their text), 6 after 3-8 parses (1.4-2.5 ms) kept 1-5 characters, and 11 kept nothing.
 VALIDATE_BUDGET_S = 0.001
 COMMAND_VALIDATE_BUDGET_S = 0.05
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from dg_lsp.config import Settings
-from dg_lsp.worker import EngineJob, Worker
+from dg_lsp.worker import EngineJob, EngineThread, Worker
 
 
 class Token:
@@ -134,3 +134,38 @@ async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
     assert await b is None
     assert eng.calls == 1
     w.shutdown()
+
+
+async def test_engine_thread_runs_calls_in_order_and_hands_back_errors():
+    th = EngineThread()
+    order: list[int] = []
+
+    def call(i: int) -> int:
+        time.sleep(0.005)
+        order.append(i)
+        if i == 2:
+            raise ValueError("bad input")
+        return i * 10
+
+    runs = [th.submit(call, i) for i in range(4)]
+    assert await runs[0].result == 0 and await runs[1].result == 10
+    with pytest.raises(ValueError, match="bad input"):
+        await runs[2].result
+    assert await runs[3].result == 30 and order == [0, 1, 2, 3]
+    assert threading.current_thread() is not th._thread
+    th.shutdown()
+
+
+async def test_engine_thread_finished_outlives_a_cancelled_result_and_shutdown_drops_the_queue():
+    th = EngineThread()
+    gate = threading.Event()
+    first = th.submit(gate.wait, 5)
+    second = th.submit(lambda: "never")
+    first.result.cancel()
+    th.shutdown()
+    gate.set()
+    await asyncio.wait_for(first.finished, 5)  # the call ran to its end although nobody wanted its result
+    with pytest.raises(RuntimeError, match="shut down"):
+        await asyncio.wait_for(second.result, 5)
+    with pytest.raises(RuntimeError, match="shut down"):
+        th.submit(lambda: None)
