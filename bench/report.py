@@ -103,8 +103,11 @@ def engine_section(e: dict) -> list[str]:
 
 EDITOR_ROWS = [
     ("keystrokes", "keystrokes replayed", 0),
-    ("server_overhead_ms_p50", "server overhead p50 (ms): server-side, didChange in -> answer out, minus engine", 2),
+    ("server_overhead_ms_p50", "server overhead p50 (ms): server-side, didChange in -> answer handed to the OS, "
+                               "minus engine and the idle wait for the client's request", 2),
     ("server_overhead_ms_p95", "server overhead p95 (ms)", 2),
+    ("window_ms_p50", "didChange in -> write returned, minus engine, p50 (ms; holds the client's time)", 2),
+    ("window_ms_p95", "didChange in -> write returned, minus engine, p95 (ms)", 2),
     ("round_trip_overhead_ms_p50", "client round trip minus engine p50 (ms, includes the Python client)", 2),
     ("round_trip_overhead_ms_p95", "client round trip minus engine p95 (ms)", 2),
     ("stale_tree_share", "share of back-to-back keystrokes answered from the last tree (reparse deferred)", 3),
@@ -131,9 +134,14 @@ def _editor(ed: dict) -> list[str]:
     rows = [(label, ed[k], d) for k, label, d in EDITOR_ROWS if ed.get(k) is not None]
     head = f"Model: {ed['model']}; file: {ed['file']} ({ed['lines']:,} lines); " if "file" in ed else ""
     head += "quick replay. " if ed.get("quick") else "full replay. "
-    return ["### Editor latency (bench/lsp_latency.py: replayed typing through the real server over stdio)", "",
-            f"{head}Histogram/CDF: keystroke_latency.png.", "",
-            "| metric | value |", "|---|---:|", *(f"| {k} | {_f(v, d)} |" for k, v, d in rows), ""]
+    out = ["### Editor latency (bench/lsp_latency.py: replayed typing through the real server over stdio)", "",
+           f"{head}Histogram/CDF: keystroke_latency.png.", "",
+           "| metric | value |", "|---|---:|", *(f"| {k} | {_f(v, d)} |" for k, v, d in rows), ""]
+    if ed.get("stages_ms"):
+        out += ["Server overhead by stage (dg/status `stagesMs`; contiguous, they add up to the overhead):", "",
+                "| stage | p50 ms | p95 ms |", "|---|---:|---:|",
+                *(f"| {k} | {_f(a, 2)} | {_f(b, 2)} |" for k, (a, b) in ed["stages_ms"].items()), ""]
+    return out
 
 
 def _memory(mem: dict) -> list[str]:
@@ -160,8 +168,8 @@ def markdown(result: dict, json_name: str) -> str:
         f"{m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), device {m['device']}, torch "
         f"{m['torch']}, transformers {m['transformers']}, Python {m['python']}. Runtime {result['runtime_s']:.0f} s. "
         f"Raw numbers: [{json_name}]({json_name}). Medians; one warm-up per configuration excluded; fixed seeds. "
-        "The CPU is shared (a training job and test runs used it during the measurement), so absolute times are "
-        "noisy; ratios measured interleaved in one run are the robust part. One torch thread: on this machine two "
+        "On a shared machine (a virtual machine's cores, other jobs) absolute times are noisy; ratios measured "
+        "interleaved in one run are the robust part. One torch thread: on a 2-core machine two "
         "threads made steps several times slower and erratic (they wait on each other while another job holds a "
         "core).",
         "",
