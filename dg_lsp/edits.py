@@ -179,14 +179,24 @@ def _close_block(snap: Snapshot, hole: Hole, fill: str) -> str:
 # ---- syntax check ------------------------------------------------------------------------------------------
 
 
-def error_starts(tree: tree_sitter.Tree) -> list[int]:
-    """Start bytes of the ERROR and MISSING nodes (descending only into subtrees that contain one)."""
+def error_starts(tree: tree_sitter.Tree, focus: tuple[int, int] | None = None) -> list[int]:
+    """Start bytes of the ERROR and MISSING nodes (descending only into subtrees that contain one).
+
+    A MISSING token of a hidden kind (a name starting with "_", such as Python's `_newline` in `return a b`) has no
+    node of its own: its parent has an error but none of its visible children does. Such an error is counted at the
+    first end of a child that falls in `focus` (the fill's bytes: a missing token sits at the end of the token before
+    it), else at the parent's start."""
     out, stack = [], [tree.root_node]
     while stack:
         node = stack.pop()
-        if node.is_error or node.is_missing:
+        own = node.is_error or node.is_missing
+        if own:
             out.append(node.start_byte)
-        stack.extend(c for c in node.children if c.has_error)
+        kids = [c for c in node.children if c.has_error]
+        if not kids and not own and node.has_error:
+            ends = [c.end_byte for c in node.children if focus is not None and focus[0] <= c.end_byte <= focus[1]]
+            out.append(ends[0] if ends else node.start_byte)
+        stack.extend(kids)
     return out
 
 
@@ -296,7 +306,7 @@ class _Checker:
             sb = len(self.head)  # from the line before the hole: an emptied block sits at its header's end
             line = self.head.rfind(b"\n", 0, max(sb - 1, 0)) + 1
             blocks = empty_blocks(tree, max(line - 1, 0), sb + len(data) + 1)
-        return sorted(error_starts(tree) + blocks)
+        return sorted(error_starts(tree, (len(self.head), len(self.head) + len(data))) + blocks)
 
     def adds_errors(self, fill: str) -> bool:
         self.parses += 1

@@ -61,6 +61,10 @@ POST = [
     ("python", "foo(|)\n", "a, b ]", "a, b"),
     ("javascript", "let y = |\n", "[1, 2, 3];\n(;", "[1, 2, 3];"),
     ("go", "package main\n\nfunc main() {\n\tx := |\n}\n", "foo(1,", "foo"),
+    # a missing token of a hidden kind (Python's `_newline` in `return a b`) has no node: still an error
+    ("python", "import math\n\n\nclass Circle:\n    def __init__(self, radius):\n        self.radius = radius\n\n"
+               "    def area(self):\n        return |\n\n    def scaled(self, factor):\n        \"\"\n",
+     "self._platformet listexecract I)", "self._platformet"),
     # empty
     ("python", "foo(|)\n", "", None),
     ("python", "foo(|)\n", "  \n ", None),
