@@ -266,7 +266,7 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
     over = [r["responded_ms"] - r["wait_ms"] - r["engine_ms"] for r in overhead]
     window = [r["responded_ms"] + r["write_ms"] - r["engine_ms"] for r in overhead]
     trip = [r["ms"] - r["engine_ms"] for r in overhead]
-    over_pre = [x - (r["post_ms"] or 0.0) for x, r in zip(over, overhead)]
+    over_pre = [x - (r["post_ms"] or 0.0) for x, r in zip(over, overhead, strict=True)]
     handler = [r["server_ms"] for r in overhead if r["server_ms"] is not None]
     canvas = [r["canvas_ms"] for r in overhead if r["canvas_ms"] is not None]
     post = [r["post_ms"] for r in overhead if r["post_ms"] is not None]

@@ -26,8 +26,15 @@ from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_comm
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import DocumentStore, Snapshot
-from dg_lsp.edits import (COMMAND_VALIDATE_BUDGET_S, VALIDATE_BUDGET_S, lsp_completion_item, lsp_inline_item,
-                          postprocess, prepare_check, to_lsp_range)
+from dg_lsp.edits import (
+    COMMAND_VALIDATE_BUDGET_S,
+    VALIDATE_BUDGET_S,
+    lsp_completion_item,
+    lsp_inline_item,
+    postprocess,
+    prepare_check,
+    to_lsp_range,
+)
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
@@ -277,7 +284,7 @@ class DgServer(LanguageServer):
             stats["cached"] = "lru"
         else:
             try:
-                    raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats,
+                raw, reason = await self._run_engine(snap, hole, req, key, request_id, kind, progress_token, stats,
                                                      prepare, marks)
             finally:
                 engine_done.append(True)

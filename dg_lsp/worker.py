@@ -119,7 +119,6 @@ class Worker:
         self.state, self.error = "loading", None
         for t in list(self._tickets):
             t.cancel("model reload")
-        loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
             engine = await self._thread.submit(self._factory, settings).result
