@@ -41,6 +41,7 @@ WINDOW_LINES = 25
 # their text), 6 after 3-8 parses (1.4-2.5 ms) kept 1-5 characters, and 11 kept nothing.
 VALIDATE_BUDGET_S = 0.001
 COMMAND_VALIDATE_BUDGET_S = 0.05
+MIN_TRIES = 2  # candidate parses the search always gets, whatever the budget
 
 
 # ---- filters (each: str -> str) -------------------------------------------------------------------------
@@ -337,37 +338,71 @@ def _validate(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None, bud
     check.deadline = None
     if not check.adds_errors(fill):
         return fill
-    check.deadline = None if budget_s is None else time.perf_counter() + budget_s
-    return _shorten(check, fill)
+    return _shorten(check, fill, budget_s)
 
 
-def _shorten(check: _Checker, fill: str) -> str | None:
-    """The longest prefix of `fill` (whole lines, then tokens) that adds no errors, found within the check's
-    deadline and parse count (the answer is due on a keystroke); None when none was found in time."""
+def _balanced_cuts(head: str, line: str) -> list[int]:
+    """The token ends of `line` (but its last) to try as cuts after `head`: those where the brackets opened since the
+    fill's start are closed and its quotes paired come first, then the others, each group longest first. A fill
+    that adds errors is most often an unclosed call or string, and the longest balanced cut is then the answer."""
+    depth = sum(head.count(c) for c in _CLOSERS.values()) - sum(head.count(c) for c in _CLOSERS)
+    quotes = [head.count(q) % 2 for q in _QUOTES]
+    cuts: list[tuple[bool, int]] = []
+    pos = 0
+    for m in _TOKEN_END.finditer(line):
+        for ch in line[pos:m.end()]:
+            if ch in _CLOSERS:
+                depth -= 1
+            elif ch in "([{":
+                depth += 1
+            elif ch in _QUOTES:
+                quotes[_QUOTES.index(ch)] ^= 1
+        pos = m.end()
+        cuts.append((depth == 0 and not any(quotes), m.end()))
+    cuts = cuts[:-1]  # the whole line already failed (as part of a longer candidate)
+    return [e for ok, e in reversed(cuts) if ok] + [e for ok, e in reversed(cuts) if not ok]
+
+
+def _shorten(check: _Checker, fill: str, budget_s: float | None) -> str | None:
+    """The longest prefix of `fill` (whole lines, then the next line cut at a token) that adds no errors, or None.
+
+    The answer is due on a keystroke, so the search is bounded: the first MIN_TRIES candidates are always parsed
+    (so the common case, an unclosed bracket or string, does not depend on how busy the machine is), later ones only
+    until `budget_s` has passed (None: no limit) or _MAX_PARSES parses."""
     lines = fill.split("\n")
     best = ""
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    tries = 0
 
     def late() -> bool:
-        return check.parses >= _MAX_PARSES or (check.deadline is not None and time.perf_counter() > check.deadline)
+        if tries < MIN_TRIES:
+            check.deadline = None
+            return False
+        check.deadline = deadline
+        return check.parses >= _MAX_PARSES or (deadline is not None and time.perf_counter() > deadline)
 
     try:
         for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
             cand = "\n".join(lines[:n]).rstrip()
             if late():
                 return best or None
-            if cand.strip() and not check.adds_errors(cand):
-                best = cand
-                break
-        # then the next line cut at token boundaries, longest first
+            if cand.strip():
+                tries += 1
+                if not check.adds_errors(cand):
+                    best = cand
+                    break
+        # then the next line cut at a token boundary (balanced cuts first, longest first)
         n_kept = best.count("\n") + 1 if best else 0
         if n_kept < len(lines):
             head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
-            ends = [m.end() for m in _TOKEN_END.finditer(lines[n_kept])]
-            for e in reversed(ends[:-1]):  # the whole line already failed (as part of a longer candidate)
+            for e in _balanced_cuts(head, lines[n_kept]):
+                cand = (head + lines[n_kept][:e]).rstrip()
+                if len(cand) <= len(best) or not cand.strip():
+                    continue
                 if late():
                     break
-                cand = (head + lines[n_kept][:e]).rstrip()
-                if len(cand) > len(best) and cand.strip() and not check.adds_errors(cand):
+                tries += 1
+                if not check.adds_errors(cand):
                     best = cand
                     break
     except OutOfTime:

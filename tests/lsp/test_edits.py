@@ -235,8 +235,9 @@ def test_control_characters_and_replacement_chars_are_dropped():
 
 def test_syntax_check_has_a_time_budget_and_a_prepared_baseline():
     """The check runs on a keystroke: the fill itself is always checked (whether a good fill shows must not depend
-    on the machine's load), the search for a shorter version that parses stops at the budget; the baseline (the
-    window parsed as it is) can be prepared ahead, beside the engine, with the same result."""
+    on the machine's load), the search for a shorter version that parses always gets its first two candidates
+    (balanced cuts first) and then stops at the budget; the baseline (the window parsed as it is) can be prepared
+    ahead, beside the engine, with the same result."""
     from dg_lsp.edits import prepare_check
 
     body = "".join(f"    v{i} = [{i}, ({i} + 1), {{'k': {i}}}]\n" for i in range(120))
@@ -248,7 +249,10 @@ def test_syntax_check_has_a_time_budget_and_a_prepared_baseline():
     assert postprocess(snap, hole, good, budget_s=None) == good
     assert postprocess(snap, hole, bad, budget_s=None) in (None, "[60,")  # shortened or dropped, never shown as is
     assert postprocess(snap, hole, good, budget_s=0.0) == good  # verified even with no time left
-    assert postprocess(snap, hole, bad, budget_s=0.0) is None  # no time to search for a shorter version
+    assert postprocess(snap, hole, bad, budget_s=0.0) is None  # no time to search past two candidates
+    # an unclosed call: the longest balanced cut is the answer ("+" joins the rest of the line, "[60, (60 + 1), ...]"),
+    # found with no time left (the old longest-first order tried "[60, 61] + (" first)
+    assert postprocess(snap, hole, "[60, 61] + (62", budget_s=0.0) == "[60, 61] +"
     for fill in (good, bad):
         assert postprocess(snap, hole, fill, prepare_check(snap, hole)) == postprocess(snap, hole, fill)
     assert prepare_check(Document("file:///t.txt", "plaintext", 1, "x").snapshot(), hole) is None
