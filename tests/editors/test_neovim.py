@@ -602,9 +602,17 @@ def test_default_model_ghost_text_and_tab(editor):
                 "    dy = q[1] - p[1]\n    return\n")
     editor.wait_ready(REAL_READY_S * 3)
     editor.lua(RECORD_ITEMS)
+    editor.lua("_G.dg_requests = {}\n"
+               "vim.api.nvim_create_autocmd('User', {pattern = 'DgStatus', callback = function(a)\n"
+               "  if a.data and a.data.request then table.insert(_G.dg_requests, a.data.request) end\n"
+               "end})")
     editor.nvim.command("normal! 7G$")
     editor.nvim.input("a math.")
-    wait_for(editor.ghost, REAL_FILL_S * 3, "ghost text from the default model")
+    try:
+        wait_for(editor.ghost, REAL_FILL_S * 3, "ghost text from the default model")
+    except AssertionError as e:  # say why: the server's figures for the last requests (reason, postMs, ...)
+        raise AssertionError(f"{e}; last requests: {editor.lua('return _G.dg_requests')[-3:]}") from None
+    wait_for(lambda: editor.lua("return #_G.dg_requests"), 10, "dg/status with the request's figures")
     item = editor.lua("return _G.dg_last_item")
     before, at = buffer_text(editor), cursor_offset(editor)
     editor.nvim.input("<Tab>")
