@@ -74,20 +74,13 @@ class MemoEncoder:
         self._split = split_before_newline
 
     def __call__(self, text: str) -> list[int]:
-        ids = self._memo.get(text)
-        if ids is None:
-            cut = _last_split(text) if self._split else -1
-            if cut > 0:
-                ids = self._cached(text[:cut]) + self._encode(text[cut:])
-            else:
-                ids = self._encode(text)
-            self._memo.put(text, ids)
-        return list(ids)
+        return list(self._ids(text, self._split))
 
-    def _cached(self, text: str) -> list[int]:
+    def _ids(self, text: str, split: bool) -> list[int]:
         ids = self._memo.get(text)
         if ids is None:
-            ids = self._encode(text)
+            cut = _last_split(text) if split else -1
+            ids = self._ids(text[:cut], False) + self._encode(text[cut:]) if cut > 0 else self._encode(text)
             self._memo.put(text, ids)
         return ids
 

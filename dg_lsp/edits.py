@@ -21,15 +21,15 @@ import functools
 import re
 import time
 
-import numpy as np
 import tree_sitter
 from lsprotocol import types
 
 from dg_lsp.context import Hole, leading_ws
-from dg_lsp.documents import Encoding, Snapshot, position_at
+from dg_lsp.documents import Encoding, Snapshot
 from dg_lsp.languages import language, parse_until, parser
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
+_OPENERS = "".join(_CLOSERS.values())
 _QUOTES = "\"'`"
 _TOKEN_END = re.compile(r"\w+|[^\w\s]")
 _MAX_PARSES = 48
@@ -303,11 +303,11 @@ class _Checker:
             self.parser.reset()  # the next candidate is another text
             raise OutOfTime
         blocks = []
+        sb = len(self.head)  # where the fill starts
         if self.snap.language == "python":  # only near the hole: elsewhere the window is as it was
-            sb = len(self.head)  # from the line before the hole: an emptied block sits at its header's end
-            line = self.head.rfind(b"\n", 0, max(sb - 1, 0)) + 1
+            line = self.head.rfind(b"\n", 0, max(sb - 1, 0)) + 1  # an emptied block sits at its header's end
             blocks = empty_blocks(tree, max(line - 1, 0), sb + len(data) + 1)
-        return sorted(error_starts(tree, (len(self.head), len(self.head) + len(data))) + blocks)
+        return sorted(error_starts(tree, (sb, sb + len(data))) + blocks)
 
     def adds_errors(self, fill: str) -> bool:
         self.parses += 1
@@ -345,7 +345,7 @@ def _balanced_cuts(head: str, line: str) -> list[int]:
     """The token ends of `line` (but its last) to try as cuts after `head`: those where the brackets opened since the
     fill's start are closed and its quotes paired come first, then the others, each group longest first. A fill
     that adds errors is most often an unclosed call or string, and the longest balanced cut is then the answer."""
-    depth = sum(head.count(c) for c in _CLOSERS.values()) - sum(head.count(c) for c in _CLOSERS)
+    depth = sum(head.count(c) for c in _OPENERS) - sum(head.count(c) for c in _CLOSERS)
     quotes = [head.count(q) % 2 for q in _QUOTES]
     cuts: list[tuple[bool, int]] = []
     pos = 0
@@ -353,7 +353,7 @@ def _balanced_cuts(head: str, line: str) -> list[int]:
         for ch in line[pos:m.end()]:
             if ch in _CLOSERS:
                 depth -= 1
-            elif ch in "([{":
+            elif ch in _OPENERS:
                 depth += 1
             elif ch in _QUOTES:
                 quotes[_QUOTES.index(ch)] ^= 1
@@ -435,13 +435,9 @@ def postprocess(snap: Snapshot, hole: Hole, fill: str, check: _Checker | None = 
 # ---- LSP converters ----------------------------------------------------------------------------------------
 
 
-def to_lsp_range(text: str, start: int, end: int, encoding: Encoding,
-                 starts: np.ndarray | None = None) -> types.Range:
-    """`starts`: the text's line starts (`Snapshot.starts`), for an O(log n) line lookup."""
-    return types.Range(
-        start=types.Position(*position_at(text, start, encoding, starts)),
-        end=types.Position(*position_at(text, end, encoding, starts)),
-    )
+def to_lsp_range(snap: Snapshot, start: int, end: int, encoding: Encoding) -> types.Range:
+    return types.Range(start=types.Position(*snap.position_at(start, encoding)),
+                       end=types.Position(*snap.position_at(end, encoding)))
 
 
 def _cursor_line_span(snap: Snapshot, hole: Hole, cursor: int) -> tuple[int, int]:
@@ -468,7 +464,7 @@ def lsp_inline_item(
     if not fill:
         return None
     start, end = _cursor_line_span(snap, hole, cursor_offset)
-    rng = to_lsp_range(snap.text, start, end, encoding, snap.starts)
+    rng = to_lsp_range(snap, start, end, encoding)
     return types.InlineCompletionItem(insert_text=fill, range=rng)
 
 
@@ -486,7 +482,7 @@ def lsp_completion_item(
         kind=types.CompletionItemKind.Snippet,
         detail="dg-lsp",
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{fill}\n```"),
-        text_edit=types.TextEdit(range=to_lsp_range(snap.text, start, end, encoding, snap.starts), new_text=fill),
+        text_edit=types.TextEdit(range=to_lsp_range(snap, start, end, encoding), new_text=fill),
         insert_text_format=types.InsertTextFormat.PlainText,
         sort_text="0",
         preselect=True,
@@ -495,4 +491,4 @@ def lsp_completion_item(
 
 def lsp_text_edit(snap: Snapshot, hole: Hole, fill: str, encoding: Encoding) -> types.TextEdit:
     """The edit that replaces the whole hole (any number of lines) with the fill, for workspace/applyEdit."""
-    return types.TextEdit(range=to_lsp_range(snap.text, hole.start, hole.end, encoding, snap.starts), new_text=fill)
+    return types.TextEdit(range=to_lsp_range(snap, hole.start, hole.end, encoding), new_text=fill)

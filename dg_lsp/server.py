@@ -348,7 +348,8 @@ class DgServer(LanguageServer):
             return "", "cancelled"
         self.fills.put(key, res.text)  # the key of the settings the job ran with
         if self.settings.drafts:
-            body = self._draft_body(snap, hole, request_id, res.steps, res.steps, res.text, True)
+            rng = to_lsp_range(snap, hole.start, hole.end, self.encoding)
+            body = _draft_body(snap, request_id, rng, res.steps, res.steps, res.text, True)
             self.protocol.notify(DRAFT, body)
         return res.text, None
 
@@ -358,14 +359,13 @@ class DgServer(LanguageServer):
         drafts = self.settings.drafts
         loop = asyncio.get_running_loop()
         notify = self.protocol.notify
-        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding, snap.starts) if drafts else None
+        rng = to_lsp_range(snap, hole.start, hole.end, self.encoding) if drafts else None
 
         def on_step(draft: Any) -> None:  # engine thread: only hands work to the loop
             if draft.step == 1:
                 loop.call_soon_threadsafe(first_step)
             if drafts:
-                body = {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": draft.step,
-                        "steps": draft.steps, "text": draft.text, "range": rng, "done": False}
+                body = _draft_body(snap, request_id, rng, draft.step, draft.steps, draft.text, False)
                 loop.call_soon_threadsafe(notify, DRAFT, body)
             if progress_token is not None:
                 pct = min(100, int(100 * draft.step / max(draft.steps, 1)))
@@ -373,12 +373,6 @@ class DgServer(LanguageServer):
                 loop.call_soon_threadsafe(self.work_done_progress.report, progress_token, report)
 
         return on_step
-
-    def _draft_body(self, snap: Snapshot, hole: Hole, request_id: str, step: int, steps: int, text: str,
-                    done: bool) -> dict[str, Any]:
-        rng = to_lsp_range(snap.text, hole.start, hole.end, self.encoding, snap.starts)
-        return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step,
-                "steps": steps, "text": text, "range": rng, "done": done}
 
     # -- requests ----------------------------------------------------------------------------------------
 
@@ -443,7 +437,8 @@ class DgServer(LanguageServer):
             return None  # a newer request for this document arrived: it answers instead
         if self.doc_version(uri) != snap.version or self.not_ready():
             return None
-        snap = self.keystroke_snapshot(uri) or snap  # the same version, its tree perhaps reparsed meanwhile
+        if not snap.tree_fresh:  # the same version, its tree perhaps reparsed meanwhile
+            snap = self.keystroke_snapshot(uri) or snap
         hole = hole_at_cursor(snap, cursor)
         out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
         if out.fill is None:
@@ -462,9 +457,8 @@ class DgServer(LanguageServer):
         self.status_after_response({"id": self.request_id(), "uri": snap.uri, "version": snap.version,
                                     "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, since)
         end = shown.end + (cursor - shown.cursor)
-        start_pos = T.Position(*snap.position_at(cursor, self.encoding))
-        end_pos = T.Position(*snap.position_at(end, self.encoding))
-        return inline_list(T.InlineCompletionItem(insert_text=rest, range=T.Range(start_pos, end_pos)))
+        rng = to_lsp_range(snap, cursor, end, self.encoding)
+        return inline_list(T.InlineCompletionItem(insert_text=rest, range=rng))
 
     async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:
         since = self.arrival(params.text_document.uri)
@@ -478,6 +472,13 @@ class DgServer(LanguageServer):
             return None
         item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
         return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+
+
+def _draft_body(snap: Snapshot, request_id: str, rng: T.Range, step: int, steps: int, text: str,
+                done: bool) -> dict[str, Any]:
+    """A dg/draft notification's params (`rng`: the hole)."""
+    return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step, "steps": steps,
+            "text": text, "range": rng, "done": done}
 
 
 def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:

@@ -8,7 +8,7 @@ socket or character device (e.g. a regular file).
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
 - a message *arrives* when the loop receives the chunk of bytes that completes it (`Arrivals`), before it is
-  parsed; with the thread-pool reader, when its body has been read;
+  parsed; with the thread-pool reader, when it is handled (`DgProtocol.handle_message`);
 - an answer is *out* when `TimedWriter` has handed it to the OS: the start of the write plus the CPU time the write
   itself took. Writing to a pipe wakes the client, and the kernel often runs the client at once on this process's
   CPU; the wall time of the write then holds the client's own work (0.6 ms p50 in `bench.lsp_latency` on a 2-core
@@ -19,21 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
-import re
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 
 log = logging.getLogger(__name__)
-
-_CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
 
 
 class Arrivals:
@@ -67,24 +61,37 @@ class _TimedStreamProtocol(asyncio.StreamReaderProtocol):
 
 class PipeReader:
     """pygls' AsyncReader over an asyncio StreamReader: `readexactly` returns what there is at EOF (b"" when
-    nothing), as pygls' loop expects, instead of raising. `arrivals` times the chunks the loop received."""
+    nothing), as pygls' loop expects, instead of raising.
 
-    def __init__(self, stream: asyncio.StreamReader, arrivals: Arrivals | None = None) -> None:
+    pygls' loop (`pygls.io_.run_async`) reads header lines with `readline` and then a message's body with
+    `readexactly`, and parses the body after that: so `readexactly` sets `protocol.arrived_at` to the arrival of
+    the body's last byte (`arrivals`), and the message is timed from before its parse."""
+
+    def __init__(self, stream: asyncio.StreamReader, arrivals: Arrivals | None = None, protocol: Any = None) -> None:
         self.stream = stream
         self.arrivals = arrivals
+        self.protocol = protocol
+        self._offset = 0  # stream offset after the last byte read
 
     async def readline(self) -> bytes:
-        return await self.stream.readline()
+        line = await self.stream.readline()
+        self._offset += len(line)
+        return line
 
     async def readexactly(self, n: int) -> bytes:
         try:
-            return await self.stream.readexactly(n)
+            data = await self.stream.readexactly(n)
         except asyncio.IncompleteReadError as e:
-            return e.partial
+            data = e.partial
+        self._offset += len(data)
+        if self.protocol is not None and self.arrivals is not None:
+            self.protocol.arrived_at = self.arrivals.at(self._offset)
+        return data
 
 
-async def pipe_reader(stdin: BinaryIO) -> Any:
-    """A reader of `stdin` driven by the event loop, or pygls' thread-pool reader when that is not possible."""
+async def pipe_reader(stdin: BinaryIO, protocol: Any = None) -> Any:
+    """A reader of `stdin` driven by the event loop (timing each body's arrival for `protocol`), or pygls'
+    thread-pool reader when that is not possible (messages are then timed when they are handled)."""
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader(limit=1 << 20)  # the longest header line we accept
     arrivals = Arrivals()
@@ -93,39 +100,7 @@ async def pipe_reader(stdin: BinaryIO) -> Any:
     except (ValueError, OSError) as e:  # a regular file, or a platform without pipe transports
         log.info("stdin is read through a thread pool: %s", e)
         return StdinAsyncReader(stdin)
-    return PipeReader(stream, arrivals)
-
-
-async def read_messages(reader: Any, protocol: Any, stop: threading.Event,
-                        error_handler: Callable[[Exception, type], Any] | None = None) -> None:
-    """pygls' message loop (`pygls.io_.run_async`: header lines until a blank one, then a Content-Length body; a
-    header block without Content-Length is skipped), which also sets `protocol.arrived_at` before each message is
-    parsed."""
-    arrivals: Arrivals | None = getattr(reader, "arrivals", None)
-    offset = 0  # stream offset after the last byte read
-    length = 0
-    while not stop.is_set():
-        header = await reader.readline()
-        if not header:
-            break
-        offset += len(header)
-        if not length and (m := _CONTENT_LENGTH.match(header)):
-            length = int(m.group(1))
-        if not (length and not header.strip()):
-            continue
-        body = await reader.readexactly(length)
-        if not body:
-            break
-        offset += len(body)
-        length = 0
-        arrived = arrivals.at(offset) if arrivals is not None else None
-        protocol.arrived_at = arrived if arrived is not None else time.perf_counter()
-        try:
-            protocol.handle_message(json.loads(body, object_hook=protocol.structure_message))
-        except Exception as exc:
-            log.exception("Unable to handle message")
-            if error_handler is not None:
-                error_handler(exc, JsonRpcException)
+    return PipeReader(stream, arrivals, protocol)
 
 
 class TimedWriter(StdoutWriter):
@@ -141,13 +116,14 @@ class TimedWriter(StdoutWriter):
 
 
 def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-    """What pygls' `start_io` does, with `pipe_reader` for stdin, `read_messages` and `TimedWriter`."""
+    """What pygls' `start_io` does, with `pipe_reader` for stdin and `TimedWriter` for stdout."""
     server._stop_event = threading.Event()
     server.protocol.set_writer(TimedWriter(stdout or sys.stdout.buffer))
 
     async def main() -> None:
-        reader = await pipe_reader(stdin or sys.stdin.buffer)
-        await read_messages(reader, server.protocol, server._stop_event, server.report_server_error)
+        reader = await pipe_reader(stdin or sys.stdin.buffer, server.protocol)
+        await run_async(stop_event=server._stop_event, reader=reader, protocol=server.protocol, logger=log,
+                        error_handler=server.report_server_error)
 
     try:
         asyncio.run(main())

@@ -211,15 +211,14 @@ class EngineThread:
     def __init__(self, name: str = "dg-engine") -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._started = self._closed = False
+        self._closed = False
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Submitted:
         if self._closed:
             raise RuntimeError("the engine thread has shut down")
         loop = asyncio.get_running_loop()
         out = Submitted(loop.create_future(), loop.create_future())
-        if not self._started:
-            self._started = True
+        if self._thread.ident is None:  # not started yet
             self._thread.start()
         self._queue.put((loop, out, fn, args))
         return out

@@ -119,7 +119,7 @@ def test_count_errors():
 @pytest.mark.parametrize("encoding,cols", [("utf-8", (4, 9)), ("utf-16", (2, 5)), ("utf-32", (1, 4))])
 def test_to_lsp_range_non_ascii(encoding, cols):
     text = "x\n😀日ab\n"
-    r = to_lsp_range(text, 3, 6, encoding)  # from after 😀 to the end of the line
+    r = to_lsp_range(Document("u", "plaintext", 1, text).snapshot(), 3, 6, encoding)  # after 😀 to the line end
     assert (r.start.line, r.start.character, r.end.line, r.end.character) == (1, cols[0], 1, cols[1])
 
 

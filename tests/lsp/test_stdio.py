@@ -10,9 +10,9 @@ import tempfile
 import threading
 import time
 
-from pygls.io_ import StdinAsyncReader
+from pygls.io_ import StdinAsyncReader, run_async
 
-from dg_lsp.stdio import Arrivals, PipeReader, TimedWriter, pipe_reader, read_messages
+from dg_lsp.stdio import Arrivals, PipeReader, TimedWriter, pipe_reader
 
 
 def test_pipe_is_read_by_the_loop_and_eof_gives_what_there_is():
@@ -45,7 +45,7 @@ def test_a_regular_file_falls_back_to_the_thread_pool_reader():
 
 
 class Recorder:
-    """The protocol side of `read_messages`: records each message with the arrival time the reader gave it."""
+    """The protocol side of pygls' message loop: records each message with the arrival time the reader gave it."""
 
     def __init__(self) -> None:
         self.arrived_at = None
@@ -58,13 +58,13 @@ class Recorder:
         self.seen.append((message, self.arrived_at))
 
 
-def test_read_messages_frames_and_times_each_message_before_parsing_it():
+def test_messages_are_framed_and_timed_before_they_are_parsed():
     async def main() -> tuple:
         r, w = os.pipe()
         proto = Recorder()
         with os.fdopen(r, "rb", buffering=0) as f:
-            reader = await pipe_reader(f)
-            task = asyncio.ensure_future(read_messages(reader, proto, threading.Event()))
+            reader = await pipe_reader(f, proto)
+            task = asyncio.ensure_future(run_async(threading.Event(), reader, proto))
             os.write(w, frame(b'{"a": 1}') + b"X-Unknown-Header: 1\r\n" + frame(b'{"b": 2}'))
             while len(proto.seen) < 2:
                 await asyncio.sleep(0.001)
