@@ -145,6 +145,27 @@ class Engine:
         `engine.tokens.splits_before_newline`)."""
         return self.tokenizer is not None and splits_before_newline(self.tokenizer)
 
+    # -- the engine seam (engine.seam.InfillBackend) ---------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self.path.name
+
+    @property
+    def prompt_format(self) -> InfillFormat:
+        return self.infill_format
+
+    @property
+    def drafts(self) -> bool:
+        return True
+
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
+
+    def settings_in_force(self) -> dict[str, object]:
+        d = self.config.sampler
+        return {"steps": d.max_denoising_steps, "entropy_bound": d.entropy_bound, "t_min": d.t_min, "t_max": d.t_max,
+                "stability_threshold": d.stability_threshold, "confidence_threshold": d.confidence_threshold}
+
     def encode(self, text: str) -> list[int]:
         return self._tok().encode(text, add_special_tokens=False).ids
 

@@ -6,8 +6,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+if TYPE_CHECKING:
+    from engine.seam import HoleInfo
 
 # Ids 0..2 are fixed by the DiffusionGemma architecture (pad, eos, bos); the FIM sentinels follow.
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>"]
@@ -52,6 +56,7 @@ class InfillFormat:
     types at the cursor only the tail of the context changes and the KV cache of everything before it is reusable.
     """
 
+    name: ClassVar[str] = "fim"  # the prompt format's name at the engine seam (engine.seam.PromptFormat)
     layout: str = "suffix_first"
     bos_id: int = 2
     eos_id: int = 1
@@ -75,10 +80,15 @@ class InfillFormat:
         """The prompt budget to use: what the client asked for, capped at what the model was trained on."""
         return requested if self.max_context_tokens is None else min(requested, self.max_context_tokens)
 
-    def context(self, prefix_ids: list[int], suffix_ids: list[int]) -> list[int]:
+    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
+        """The encoder context; the FIM layout needs nothing of the hole but where it is."""
         if self.layout == "suffix_first":
             return [self.bos_id, self.fim_suffix_id, *suffix_ids, self.fim_prefix_id, *prefix_ids, self.fim_middle_id]
         return [self.bos_id, self.fim_prefix_id, *prefix_ids, self.fim_suffix_id, *suffix_ids, self.fim_middle_id]
+
+    def answer(self, text: str) -> str:
+        """A FIM canvas is the code for the hole as it is."""
+        return text
 
     @classmethod
     def load(cls, checkpoint: Path, tokenizer: Tokenizer | None) -> InfillFormat:

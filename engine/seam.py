@@ -1,0 +1,126 @@
+"""The engine seam: everything the language server asks of a model, as `typing.Protocol`s.
+
+`dg_lsp` depends only on these types. `engine.engine.Engine` (the embedded backend) satisfies them; remote
+backends (the project's engine service, OpenAI-compatible servers) implement the same surface, so the server's
+fill pipeline never knows which one it talks to.
+
+A request crosses the seam like this (docs/ARCHITECTURE.md):
+    prompt = backend.prompt_format                       # how this checkpoint wants a hole laid out
+    ids = prompt.context(encode(prefix), encode(suffix), hole)   # the encoder context
+    res = backend.infill(ids, canvas_length=..., cancel=token, on_step=...)   # engine thread
+    code = prompt.answer(res.text)                       # the canvas text -> code for the hole
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+# What triggered a fill: a keystroke (inline/completion requests: debounced, superseded by the next keystroke,
+# a tight post-processing budget) or a command (fill hole / rewrite selection: one applyEdit, a larger budget).
+RequestKind = Literal["keystroke", "command"]
+
+
+@dataclass(frozen=True)
+class HoleInfo:
+    """What a prompt format may say about the hole besides the code around it (chat formats use all of it; the
+    FIM layout needs none of it)."""
+
+    kind: str  # the hole's kind as the hole finder names it ("line", "statement", "block", ...)
+    language: str  # LSP language id ("python", ...)
+    filename: str  # the document's file name, without its directory
+    lines: int = 1  # how many lines the fill is expected to span (a size hint)
+    instruction: str | None = None  # what the user asked for in a rewrite (chat formats only)
+
+
+@runtime_checkable
+class CancelFlag(Protocol):
+    """A thread-safe flag the denoising loop checks before every step."""
+
+    def cancel(self) -> None: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+
+class StepDraft(Protocol):
+    """What `on_step` receives after each denoising step (runs on the engine thread)."""
+
+    step: int
+    steps: int
+    text: str  # the canvas so far as text ("" when `draft_text` was off)
+
+
+class FillResult(Protocol):
+    """The outcome of one `infill` call."""
+
+    text: str
+    steps: int
+    cancelled: bool
+    reused_prefix_tokens: int
+    timings: dict[str, float]  # at least "total_ms"
+
+
+@runtime_checkable
+class PromptFormat(Protocol):
+    """How a checkpoint wants a hole laid out, and how its answer maps back to code."""
+
+    @property
+    def name(self) -> str: ...  # "fim" | "chat"
+
+    @property
+    def canvas_lengths(self) -> tuple[int, ...]: ...
+
+    @property
+    def max_context_tokens(self) -> int | None: ...
+
+    def context_budget(self, requested: int) -> int:
+        """The prefix + suffix token budget to use for a requested budget."""
+        ...
+
+    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
+        """The encoder context for a hole between `prefix_ids` and `suffix_ids`."""
+        ...
+
+    def answer(self, text: str) -> str:
+        """The code for the hole from a canvas's text (chat formats strip fences and echoes here)."""
+        ...
+
+
+@runtime_checkable
+class InfillBackend(Protocol):
+    """A loaded model that fills infill canvases. Blocking calls (`infill`) run on the engine thread; the
+    properties and `encode` may be called from the event loop."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def prompt_format(self) -> PromptFormat: ...
+
+    @property
+    def splits_before_newline(self) -> bool:
+        """Whether `encode(a + b) == encode(a) + encode(b)` when `b` starts with a newline after non-whitespace
+        (lets the server re-tokenize only the cursor's line of a prompt)."""
+        ...
+
+    @property
+    def drafts(self) -> bool:
+        """Whether `on_step` is called after every denoising step (remote OpenAI-style servers cannot)."""
+        ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def new_cancel_token(self) -> CancelFlag: ...
+
+    def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
+               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
+               draft_text: bool = False) -> FillResult:
+        """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`."""
+        ...
+
+    def settings_in_force(self) -> dict[str, Any]:
+        """The sampler settings and their sources, for `dg/status` and `dg-lsp --check`."""
+        ...
