@@ -176,7 +176,7 @@ def vocab_pass(
     values are baked into the graph, and every replay would reuse the same noise.
     """
     if triton is None:
-        raise RuntimeError("vocab_pass needs Triton (pip install triton); without it use engine.sampler.vocab_pass_torch")
+        raise RuntimeError("vocab_pass needs Triton (pip install triton); else use engine.sampler.vocab_pass_torch")
     assert logits.dim() == 2, f"logits must be (R, V), got shape {tuple(logits.shape)}"
     assert logits.dtype in SUPPORTED_DTYPES, f"logits dtype must be fp32/bf16/fp16, got {logits.dtype}"
     assert logits.stride(1) == 1, "logits rows must be contiguous (stride 1 along V)"
