@@ -23,9 +23,17 @@ from engine.prefix_cache import PrefixCache
 from engine.runner import Schedule, StepRunner
 from engine.tokens import InfillFormat, splits_before_newline
 
-# Encoder chunk per device type: every chunk streams the weights once; reuse of a cached prefix resumes at a
-# chunk boundary (see engine.prefix_cache). On CUDA a cold 4,096-token context takes 2 weight passes.
-ENCODE_CHUNK = {"cuda": 2048, "cpu": 64}
+# Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
+# chunk boundary (engine.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token context
+# takes 2 weight passes; on CPU, where a chunk costs real time, at most half the checkpoint's trained context budget.
+ENCODE_CHUNK = {"cuda": 2048, "cpu": 128}
+
+
+def encode_chunk_for(device: torch.device, context_budget: int | None) -> int:
+    chunk = ENCODE_CHUNK.get(device.type, ENCODE_CHUNK["cpu"])
+    if device.type == "cpu" and context_budget:
+        chunk = min(chunk, max(16, context_budget // 2))
+    return chunk
 
 
 def default_model_path() -> Path:
@@ -108,7 +116,7 @@ class Engine:
     """A loaded checkpoint that fills infill canvases. `cuda_graphs` (CUDA only) replays each denoising step from
     a CUDA graph, one per (canvas length, context capacity) bucket; `compile` runs the step through
     `torch.compile(fullgraph=True)` (first use of each bucket compiles: seconds to minutes); `encode_chunk`
-    overrides the encoder chunk (ENCODE_CHUNK per device)."""
+    overrides the encoder chunk (`encode_chunk_for`)."""
 
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
                  infill_format: InfillFormat, device: torch.device, dtype: torch.dtype, path: Path,
@@ -120,7 +128,7 @@ class Engine:
         self.model, self.config, self.tokenizer = model, config, tokenizer
         self.infill_format, self.device, self.dtype, self.path = infill_format, device, dtype, path
         self.vocab_size = config.text.vocab_size
-        self.encode_chunk = encode_chunk or ENCODE_CHUNK.get(device.type, ENCODE_CHUNK["cpu"])
+        self.encode_chunk = encode_chunk or encode_chunk_for(device, infill_format.max_context_tokens)
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.compile = compile
         self._lock = threading.Lock()

@@ -7,6 +7,10 @@ Gumbel noise with the same `mix32`, keyed by the same row seeds.
 
 Values are uint32 held in int64 tensors. Streams: every draw is keyed by (request key, step, stream id, row), and
 the stream ids below keep the sampler's, the renoiser's and the first canvas's draws apart.
+
+The draws a step makes (`step_seeds`, `uniform`, `randint`) are custom ops, opaque to torch.compile: Inductor
+would inline each hash's reused intermediates into their readers, an expression tree exponential in the number
+of xorshift rounds (minutes of code generation for a few dozen integer ops on a vector of C values).
 """
 
 from __future__ import annotations
@@ -57,22 +61,40 @@ def row_seeds(seed: int | torch.Tensor, rows: int, device: torch.device | str) -
     return torch.arange(rows, device=device, dtype=torch.int64).bitwise_left_shift(32).bitwise_xor(seed)
 
 
+@torch.library.custom_op("dg_engine::step_seeds", mutates_args=())
 def step_seeds(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
     """key, step: 0-d int64 device tensors -> (rows,) int64 row seeds (a 32-bit step seed, the row in the high half)."""
     base = mix32(mix32(key ^ (stream * GOLDEN32 & M32)) ^ (step & M32))
     return torch.arange(rows, device=key.device, dtype=torch.int64).bitwise_left_shift(32) | base
 
 
+@step_seeds.register_fake
+def _(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
+    return key.new_empty(rows)
+
+
 def _row_hash(seeds: torch.Tensor) -> torch.Tensor:
     return mix32((seeds & M32) ^ mix32((seeds >> 32) & M32))
 
 
+@torch.library.custom_op("dg_engine::uniform", mutates_args=())
 def uniform(seeds: torch.Tensor) -> torch.Tensor:
     """(R,) row seeds -> (R,) fp32 uniform on (0, 1): 24 random bits, never exactly 0 or 1."""
     return ((_row_hash(seeds) >> 8).float() + 0.5) * 2.0**-24
 
 
+@uniform.register_fake
+def _(seeds: torch.Tensor) -> torch.Tensor:
+    return seeds.new_empty(seeds.shape, dtype=torch.float32)
+
+
+@torch.library.custom_op("dg_engine::randint", mutates_args=())
 def randint(seeds: torch.Tensor, high: int) -> torch.Tensor:
     """(R,) row seeds -> (R,) int64 uniform on [0, high) by multiply-shift (bias below high / 2**32)."""
     assert 0 < high < 2**31, f"high must be in (0, 2**31), got {high}"
     return (_row_hash(seeds) * high) >> 32
+
+
+@randint.register_fake
+def _(seeds: torch.Tensor, high: int) -> torch.Tensor:
+    return seeds.new_empty(seeds.shape)
