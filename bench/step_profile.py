@@ -123,7 +123,8 @@ def main() -> None:
     emit({"syncs_per_step": worst("syncs_per_step"),
           "compiled_fullgraph": all(r["compiled_fullgraph"] for r in rows.values()),
           "graph_breaks": worst("graph_breaks"), "ops_per_step": round(worst("ops_per_step")),
-          "encode_weight_passes_4k": worst("encode_weight_passes_4k"), "kv_bytes_per_token": worst("kv_bytes_per_token"),
+          "encode_weight_passes_4k": worst("encode_weight_passes_4k"),
+          "kv_bytes_per_token": worst("kv_bytes_per_token"),
           "sliding_layers_bounded": all(r["sliding_layer_tokens_kept"] < r["sliding_window"] + r["chunk"]
                                         for r in rows.values()),
           "models": list(rows), "details": rows, "machine": machine()})
