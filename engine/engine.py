@@ -116,12 +116,13 @@ class Engine:
     """A loaded checkpoint that fills infill canvases. `cuda_graphs` (CUDA only) replays each denoising step from
     a CUDA graph, one per (canvas length, context capacity) bucket; `compile` runs the step through
     `torch.compile(fullgraph=True)` (first use of each bucket compiles: seconds to minutes); `encode_chunk`
-    overrides the encoder chunk (`encode_chunk_for`)."""
+    overrides the encoder chunk (`encode_chunk_for`); `prefix_cache_bytes` caps the prefix cache's memory besides
+    its `prefix_cache_size` entries (`kv_bytes` gives one context's share)."""
 
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
                  infill_format: InfillFormat, device: torch.device, dtype: torch.dtype, path: Path,
                  prefix_cache_size: int = 4, sampler_backend: str = "auto", cuda_graphs: bool = True,
-                 compile: bool = False, encode_chunk: int | None = None) -> None:
+                 compile: bool = False, encode_chunk: int | None = None, prefix_cache_bytes: int | None = None) -> None:
         if sampler_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"sampler_backend must be auto, torch or triton; got {sampler_backend!r}")
         self.sampler_backend = sampler_backend
@@ -132,7 +133,7 @@ class Engine:
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.compile = compile
         self._lock = threading.Lock()
-        self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk)
+        self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         model.select_kernels()
         self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
 
@@ -140,7 +141,7 @@ class Engine:
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
                         sampler_backend: str = "auto", cuda_graphs: bool = True, compile: bool = False,
-                        encode_chunk: int | None = None) -> Engine:
+                        encode_chunk: int | None = None, prefix_cache_bytes: int | None = None) -> Engine:
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
@@ -157,7 +158,8 @@ class Engine:
                            fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths,
                            max_context_tokens=fmt.max_context_tokens)
         return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
-                   cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk)
+                   cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
+                   prefix_cache_bytes=prefix_cache_bytes)
 
     def _backend(self) -> str:
         """The vocab pass: the fused Triton kernel on CUDA (or when forced), eager torch otherwise."""

@@ -27,12 +27,12 @@ def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
 
 
 class PrefixCache:
-    """Up to `size` contexts' KV caches, keyed by their token ids."""
+    """Up to `size` contexts' KV caches, keyed by their token ids, and (with `max_bytes`) at most that many bytes."""
 
-    def __init__(self, size: int, chunk: int) -> None:
+    def __init__(self, size: int, chunk: int, max_bytes: int | None = None) -> None:
         if size < 0 or chunk <= 0:
             raise ValueError(f"need size >= 0 and chunk > 0, got size={size} chunk={chunk}")
-        self.size, self.chunk = size, chunk
+        self.size, self.chunk, self.max_bytes = size, chunk, max_bytes
         self._entries: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
 
     def __len__(self) -> int:
@@ -58,7 +58,8 @@ class PrefixCache:
             return
         self._entries[ids] = cache
         self._entries.move_to_end(ids)
-        while len(self._entries) > self.size:
+        while len(self._entries) > self.size or (
+                self.max_bytes is not None and len(self._entries) > 1 and self.nbytes() > self.max_bytes):
             self._entries.popitem(last=False)
 
     def clear(self) -> None:
