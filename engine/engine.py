@@ -132,7 +132,7 @@ class Engine:
         self.encode_chunk = encode_chunk or encode_chunk_for(device, infill_format.max_context_tokens)
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.compile = compile
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
         self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         model.select_kernels()
         self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
@@ -265,17 +265,22 @@ class Engine:
         the device) after each step. The engine lock is held during each step, never across a yield."""
         schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
         run = None
-        for _ in range(st.steps):
-            if cancel is not None and cancel.cancelled:
-                return
-            with self._lock:
-                if run is None:
-                    run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
-                host = run.step()
-            stopped = bool(host[length + 1])
-            yield host[:length], host[length], stopped, run.argmax
-            if stopped:
-                return
+        try:
+            for _ in range(st.steps):
+                if cancel is not None and cancel.cancelled:
+                    return
+                with self._lock:
+                    if run is None:
+                        run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
+                    host = run.step()
+                stopped = bool(host[length + 1])
+                yield host[:length], host[length], stopped, run.argmax
+                if stopped:
+                    return
+        finally:
+            if run is not None:
+                with self._lock:
+                    run.close()
 
     def _reference_steps(self, cache: KVCache, length: int, st: SampleSettings, gen: torch.Generator,
                          cancel: CancelToken | None

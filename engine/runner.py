@@ -72,6 +72,10 @@ class CanvasRun:
         """(1, C) argmax canvas of the last step, on the device."""
         return self.runner.out_of(self)[: self.bucket.canvas][None].clone()
 
+    def close(self) -> None:
+        """No more steps: a CUDA-graph bucket need not save this run's state for it."""
+        self.runner.release(self)
+
 
 class _Graph:
     """A bucket's static workspace, state and captured step (CUDA only)."""
@@ -168,6 +172,14 @@ class StepRunner:
         assert g.graph is not None
         g.graph.replay()
         return g.state.out
+
+    def release(self, run: CanvasRun) -> None:
+        g = self._graphs.get(run.bucket) if self.graphs else None
+        if g is not None and g.owner is run:
+            run.saved = DenoiseState.allocate(run.bucket.canvas, self.model.cfg.hidden_size, run.bucket.stability,
+                                              self.device, self.dtype)
+            run.saved.copy_from(g.state)  # its last result stays readable (argmax)
+            g.owner = None
 
     def out_of(self, run: CanvasRun) -> torch.Tensor:
         if not self.graphs:
