@@ -9,6 +9,7 @@ argmax canvas, the accepted count and the stop flag), the step's only host sync.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
@@ -69,10 +70,11 @@ class DenoiseState:
 
 
 def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, vocab_pass: S.VocabPass,
-                 one_per_step: bool = False) -> None:
-    """One step on canvas `st` against context `kv`; every result lands in `st` (see `DenoiseState.out`)."""
+                 one_per_step: bool = False, decode: Callable | None = None) -> None:
+    """One step on canvas `st` against context `kv`; every result lands in `st` (see `DenoiseState.out`).
+    `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
     c, v = st.canvas.shape[1], model.cfg.vocab_size
-    logits = model.decode_step(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
+    logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
     temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
     out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
                      rng.step_seeds(st.key, st.step, rng.SAMPLE, c))
