@@ -148,11 +148,12 @@ class CheckpointConfig:
             raise ConfigError(f"eos ids {list(self.eos_token_ids)} must be non-empty and in [0, vocab_size)")
 
     def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
-        """{name: {"value": v, "source": s}} for each sampler setting, the eos ids and the canvas length;
-        `overrides` (sampler field names, None = not set) are reported as settings."""
+        """{name: {"value": v, "source": s}} for each sampler setting (max_denoising_steps named "steps"), the eos
+        ids and the canvas length; `overrides` (those names, None = not set) are reported as settings."""
         out: dict[str, dict[str, Any]] = {}
-        for name in SAMPLER_FIELDS:
-            value, source = getattr(self.sampler, name), self.sources.get(name, DEFAULT)
+        for field_name in SAMPLER_FIELDS:
+            name = "steps" if field_name == "max_denoising_steps" else field_name
+            value, source = getattr(self.sampler, field_name), self.sources.get(field_name, DEFAULT)
             if overrides.get(name) is not None:
                 value, source = overrides[name], SETTING
             out[name] = {"value": value, "source": source}

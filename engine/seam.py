@@ -32,6 +32,7 @@ class HoleInfo:
     filename: str  # the document's file name, without its directory
     lines: int = 1  # how many lines the fill is expected to span (a size hint)
     instruction: str | None = None  # what the user asked for in a rewrite (chat formats only)
+    replaced: str | None = None  # the code a rewrite replaces (chat formats show it beside the instruction)
 
 
 @runtime_checkable
@@ -83,8 +84,9 @@ class PromptFormat(Protocol):
         """The encoder context for a hole between `prefix_ids` and `suffix_ids`."""
         ...
 
-    def answer(self, text: str) -> str:
-        """The code for the hole from a canvas's text (chat formats strip fences and echoes here)."""
+    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
+        """The code for the hole from a canvas's text (chat formats strip fences and echoes here; `prefix` and
+        `suffix` are the code texts around the hole, so an answer that restates them can be cut back)."""
         ...
 
 
@@ -121,6 +123,8 @@ class InfillBackend(Protocol):
         """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`."""
         ...
 
-    def settings_in_force(self) -> dict[str, Any]:
-        """The sampler settings and their sources, for `dg/status` and `dg-lsp --check`."""
+    def settings_in_force(self, **overrides: Any) -> dict[str, Any]:
+        """{name: {"value": v, "source": s}} for the sampler settings, eos ids and canvas length in force, for
+        `dg/status` and `dg-lsp --check`; `overrides` (e.g. steps=..., entropy_bound=...; None = unset) are the
+        server's settings, reported with source "setting"."""
         ...

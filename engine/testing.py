@@ -66,6 +66,30 @@ def tiny_tokenizer(vocab_size: int = 384):
     return train_bpe(_SAMPLE_CODE * 4, vocab_size=vocab_size)
 
 
+def random_model(config, seed: int):
+    """transformers' DiffusionGemmaForBlockDiffusion with seeded random text weights. Norm weights, router scales,
+    biases and layer scalars are randomised too (their defaults are ones or zeros, which would hide a bug that drops
+    them or confuses the encoder's with the decoder's)."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = DiffusionGemmaForBlockDiffusion(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "vision" in name:
+                continue
+            if p.dim() == 1:  # norm weights, router scales, biases
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
+    return model
+
+
 def build_tiny_checkpoint(
     path: str | Path,
     variant: str | dict = "mixed",
@@ -80,11 +104,9 @@ def build_tiny_checkpoint(
 ) -> Path:
     """Build a random-weight checkpoint that both transformers and our engine load. `variant` names a shape in
     TINY_VARIANTS or ENGINE_FIX_VARIANTS, or is a text-config dict; `top` sets top-level config keys.
-
-    Norm weights, router scales and layer scalars are randomised too (their defaults are ones, which would hide a
-    bug that drops them).
+    Weights: `random_model`.
     """
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    from transformers import DiffusionGemmaConfig
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -99,22 +121,7 @@ def build_tiny_checkpoint(
     text = dict(shape, vocab_size=vocab_size, max_position_embeddings=16384)
     config = DiffusionGemmaConfig(text_config=text, vision_config=dict(TINY_VISION), canvas_length=canvas_length,
                                   **top)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = DiffusionGemmaForBlockDiffusion(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "vision" in name:
-                continue
-            if p.dim() == 1:  # norm weights, router scales, biases (the encoder's differ from the decoder's)
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
-        for name, b in model.named_buffers():
-            if name.endswith("layer_scalar"):
-                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
-    model.save_pretrained(path)
+    random_model(config, seed).save_pretrained(path)
     if generation is not None:
         gc_path = path / "generation_config.json"
         body = json.loads(gc_path.read_text()) if gc_path.exists() else {}
