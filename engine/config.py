@@ -266,16 +266,17 @@ def parse_sampler(gen: Mapping[str, Any]) -> tuple[SamplerDefaults, dict[str, st
 
 def apply_overrides(sampler: SamplerDefaults, sources: dict[str, str],
                     overrides: Mapping[str, Any] | None) -> tuple[SamplerDefaults, dict[str, str]]:
-    """Settings (sampler field names; None = not set) over the checkpoint's values."""
-    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    """Settings over the checkpoint's values: SamplerDefaults field names, "steps" for max_denoising_steps;
+    None = not set."""
+    given = {("max_denoising_steps" if k == "steps" else k): v for k, v in (overrides or {}).items() if v is not None}
     unknown = sorted(set(given) - set(SAMPLER_FIELDS))
     if unknown:
-        raise ConfigError(f"unknown sampler settings {unknown}; known: {list(SAMPLER_FIELDS)}")
+        raise ConfigError(f"unknown sampler settings {unknown}; known: steps, {', '.join(SAMPLER_FIELDS[1:])}")
     return replace(sampler, **given), {**sources, **{k: SETTING for k in given}}
 
 
 def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
-    """config.json + generation_config.json (+ `overrides`, sampler field names), with each value's source."""
+    """config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with each value's source."""
     path = Path(checkpoint)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():

@@ -121,7 +121,8 @@ class Engine:
                         sampler_backend: str = "auto", prompt_format: str = "auto",
                         sampler: Mapping[str, Any] | None = None) -> Engine:
         """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
-        generation_config.json (engine.config.SamplerDefaults field names)."""
+        generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
+        confidence_threshold, max_new_tokens; see engine.config.apply_overrides)."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")

@@ -65,7 +65,11 @@ class FillResult(Protocol):
 
 @runtime_checkable
 class PromptFormat(Protocol):
-    """How a checkpoint wants a hole laid out, and how its answer maps back to code."""
+    """How a checkpoint wants a hole laid out, and how its answer maps back to code.
+
+    Optional beside these members (read with `getattr(fmt, "canvas_headroom", 0)`): `canvas_headroom: int`, the
+    tokens an answer spends beside the code (a chat answer's fences and end of turn); a server adds it to the
+    hole's target length before it picks the smallest of `canvas_lengths` that holds it."""
 
     @property
     def name(self) -> str: ...  # "fim" | "chat"

@@ -74,6 +74,7 @@ class InfillFormat:
     """
 
     name: ClassVar[str] = "fim"  # the prompt format's name at the engine seam (engine.seam.PromptFormat)
+    canvas_headroom: ClassVar[int] = 0  # a FIM canvas holds only code (see engine.prompts.chat.ChatFormat)
     layout: str = "suffix_first"
     bos_id: int = 2
     eos_id: int = 1
@@ -121,7 +122,7 @@ class InfillFormat:
                 wanted = " / ".join(s[0] for s in FIM_SPELLINGS.values())
                 raise PromptFormatError(
                     f"the fim prompt format needs FIM tokens ({wanted}, or the <|fim_...|> spellings) in "
-                    f"{Path(checkpoint) / 'tokenizer.json'}, and it has not all three")
+                    f"{Path(checkpoint) / 'tokenizer.json'}, which does not have all three")
             ids.update(fim)
         return cls(
             layout=raw.get("layout", "suffix_first"),

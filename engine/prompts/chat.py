@@ -36,7 +36,8 @@ KIND_TEXT = {
     "selection": "the selected code, rewritten",
 }
 GENERIC_HOLE = HoleInfo(kind="statement", language="text", filename="untitled")
-# The hole sizes the server asks for (dg_lsp's canvas targets per hole kind); chat answers get headroom on top.
+# The hole sizes the server asks for (dg_lsp's canvas targets per hole kind); chat canvases are these plus the
+# headroom, so a target plus `canvas_headroom` lands on a length with no more than 7 tokens to spare.
 BASE_CANVAS_LENGTHS = (16, 32, 64)
 # Fence tags whose token cost sets the headroom (the longest LSP language ids among common ones).
 _FENCE_TAGS = ("python", "javascript", "typescript", "typescriptreact", "rust", "go", "cpp", "java", "lua")
@@ -82,8 +83,10 @@ class ChatFormat:
                  stops: tuple[str, ...], thinking: tuple[str | None, str | None] = (None, None)) -> None:
         self.template, self._tok = template, tokenizer
         self.stops, self.thinking = stops, thinking
-        self.headroom = answer_overhead(self._encode)
-        pad = -(-self.headroom // 8) * 8  # canvases in multiples of 8 tokens
+        # Tokens an answer spends beside the code: the server adds them to a hole's target before it picks the
+        # smallest canvas length that holds it (an attribute beside engine.seam.PromptFormat; FIM's is 0).
+        self.canvas_headroom = answer_overhead(self._encode)
+        pad = -(-self.canvas_headroom // 8) * 8  # canvases in multiples of 8 tokens
         self._canvas_lengths = tuple(sorted({min(n + pad, canvas_length) for n in BASE_CANVAS_LENGTHS}
                                             | {canvas_length}))
         self._frame = functools.lru_cache(maxsize=64)(self._render_frame)
@@ -125,8 +128,8 @@ class ChatFormat:
         return self.template.render(self.messages(prefix, suffix, hole))
 
     def frame_tokens(self, hole: HoleInfo | None = None) -> int:
-        """Tokens the frame adds around prefix + suffix for this hole."""
-        return sum(map(len, self._frame(hole or GENERIC_HOLE, "```")))
+        """At most this many tokens come around prefix + suffix for this hole (a longer fence aside)."""
+        return max(sum(map(len, self._frame(hole or GENERIC_HOLE, "```", ends))) for ends in (False, True))
 
     # -- internals ------------------------------------------------------------------------------------------------
     def _encode(self, text: str) -> list[int]:
