@@ -50,7 +50,7 @@ TINY_VISION = dict(
     num_key_value_heads=2, head_dim=8, patch_size=4, position_embedding_size=16, pooling_kernel_size=2,
 )
 
-_SAMPLE_CODE = [
+SAMPLE_CODE = [
     "def add(a, b):\n    return a + b\n",
     "for i in range(10):\n    print(i)\n",
     "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
@@ -63,7 +63,7 @@ _SAMPLE_CODE = [
 
 
 def tiny_tokenizer(vocab_size: int = 384):
-    return train_bpe(_SAMPLE_CODE * 4, vocab_size=vocab_size)
+    return train_bpe(SAMPLE_CODE * 4, vocab_size=vocab_size)
 
 
 def random_model(config, seed: int):

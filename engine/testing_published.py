@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from engine.testing import _SAMPLE_CODE, TINY_VISION, random_model
+from engine.testing import SAMPLE_CODE, TINY_VISION, random_model
 
 # Gemma 4's special tokens as public code spells them (REFERENCE §7); ids follow this order from 0.
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>", "<|channel>", "<channel|>",
@@ -69,7 +69,7 @@ def gemma_style_tokenizer(vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     trainer_tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"▁*[^▁\n]+|▁+|\n+"), "isolated")
     budget = vocab_size - len(SPECIAL) - 256
     trainer = trainers.BpeTrainer(vocab_size=budget, show_progress=False, min_frequency=1)
-    trainer_tok.train_from_iterator(_SAMPLE_CODE * 4, trainer=trainer)
+    trainer_tok.train_from_iterator(SAMPLE_CODE * 4, trainer=trainer)
     learned = json.loads(trainer_tok.to_str())["model"]
     vocab = {t: i for i, t in enumerate(SPECIAL)}
     for b in range(256):
