@@ -11,9 +11,9 @@ import {
   LspRange,
   fillHoleParams,
   isEmptyRange,
+  normalizeInstruction,
   parseCommandResult,
   resultMessage,
-  normalizeInstruction,
   rewriteSelectionParams,
 } from "./requests";
 
@@ -40,6 +40,8 @@ export interface CommandDeps {
   isCancellation(err: unknown): boolean;
   /** Asks for the rewrite's instruction: the text typed ("" for none), or undefined when the user cancelled. */
   askInstruction(): Promise<string | undefined>;
+  /** The active editor now (the input box stays open while the user looks around, so it may have changed). */
+  activeEditor(): EditorSnapshot | undefined;
 }
 
 /** The input box of "Dg: Rewrite Selection…"; extension.ts hands these to window.showInputBox. */
@@ -61,7 +63,8 @@ export async function rewriteSelection(
 
 /**
  * "Dg: Rewrite Selection…": asks for an instruction first. Escape sends nothing; an empty instruction is a
- * plain re-fill. The selection is taken when the command starts, before the input box opens.
+ * plain re-fill. The selection is the one the command started with; if it moved while the box was open (an
+ * edit shifts it too), nothing is sent, since the range would no longer name the code the user chose.
  */
 export async function rewriteSelectionWithInstruction(
   deps: CommandDeps,
@@ -73,6 +76,10 @@ export async function rewriteSelectionWithInstruction(
   if (!deps.isRunning()) return notRunning(deps);
   const typed = await deps.askInstruction();
   if (typed === undefined) return undefined;
+  if (!sameSelection(editor, deps.activeEditor())) {
+    deps.info("Dg: the selection changed while the instruction was typed; nothing was sent.");
+    return undefined;
+  }
   const instruction = normalizeInstruction(typed);
   const params = rewriteSelectionParams(editor.uri, editor.selection, widen, instruction);
   const title = instruction ? `Dg: rewriting selection (${quoteShort(instruction)})…` : "Dg: rewriting selection…";
@@ -89,6 +96,10 @@ function hasSelection(deps: CommandDeps, editor: EditorSnapshot | undefined): ed
     return false;
   }
   return true;
+}
+
+function sameSelection(a: EditorSnapshot, b: EditorSnapshot | undefined): boolean {
+  return b !== undefined && a.uri === b.uri && JSON.stringify(a.selection) === JSON.stringify(b.selection);
 }
 
 /** `"make it async"`, cut to 40 characters for the progress notification. */

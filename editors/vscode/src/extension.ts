@@ -228,6 +228,7 @@ export class DgExtension implements vscode.Disposable {
           (err.code === LSPErrorCodes.RequestCancelled || err.code === LSPErrorCodes.ServerCancelled)),
       // Focus moving away (to read the code) must not cancel the box; only Escape does.
       askInstruction: () => Promise.resolve(vscode.window.showInputBox({ ...INSTRUCTION_INPUT, ignoreFocusOut: true })),
+      activeEditor: () => this.editorSnapshot(),
     };
   }
 

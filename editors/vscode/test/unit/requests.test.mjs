@@ -72,6 +72,7 @@ function deps(overrides = {}) {
       log.asked = (log.asked ?? 0) + 1;
       return "make it async";
     },
+    activeEditor: () => editor,
     ...overrides,
   };
   return { d, log };
@@ -133,6 +134,15 @@ test("Rewrite Selection… does not ask without a selection or a running server"
   assert.equal(log.asked, undefined);
   assert.equal(log.sent.length, 0);
   assert.match(log.error[0], /not running/);
+});
+
+test("Rewrite Selection… sends nothing when the selection moved while the box was open", async () => {
+  for (const now of [undefined, { ...editor, selection: range(2, 0, 4, 11) }, { ...editor, uri: "file:///w/b.py" }]) {
+    const { d, log } = deps({ activeEditor: () => now });
+    assert.equal(await c.rewriteSelectionWithInstruction(d, editor), undefined);
+    assert.equal(log.sent.length, 0);
+    assert.deepEqual(log.info, ["Dg: the selection changed while the instruction was typed; nothing was sent."]);
+  }
 });
 
 test("the server's refusal of an instruction is shown as it says it", async () => {
