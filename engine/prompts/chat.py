@@ -8,8 +8,8 @@ Token budget: `context(prefix_ids, suffix_ids, hole)` takes the server's prefix 
 the template's frame around them: [head][prefix][marker][suffix][tail]. The frame is rendered once per hole shape
 (file, kind, size, instruction) with sentinels where the code goes, then tokenized and cached, so the server
 budgets prefix + suffix tokens exactly as for the FIM format (the frame comes on top, as FIM's special tokens do).
-Its size is `frame_tokens(hole)`. Decoding the ids back is needed only to pick a code fence the code does not
-contain.
+Its size is `frame_tokens(hole)`. The ids are decoded back only when they hold a backtick, to pick a code fence
+the code does not contain.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ class ChatFormat:
     def __init__(self, template: ChatTemplate, tokenizer: Tokenizer, *, canvas_length: int, max_positions: int,
                  stops: tuple[str, ...], thinking: tuple[str | None, str | None] = (None, None)) -> None:
         self.template, self._tok = template, tokenizer
+        # ids whose text may hold a backtick: only code with one of them is decoded to choose its fence
+        self._tick_ids = frozenset(i for t, i in tokenizer.get_vocab().items() if "`" in t or t == "<0x60>")
         self.stops, self.thinking = stops, thinking
         # Tokens an answer spends beside the code: the server adds them to a hole's target before it picks the
         # smallest canvas length that holds it (an attribute beside engine.seam.PromptFormat; FIM's is 0).
@@ -106,9 +108,10 @@ class ChatFormat:
 
     def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
         hole = hole or GENERIC_HOLE
-        suffix = self._decode(suffix_ids)
-        fence = fence_for(self._decode(prefix_ids), suffix, hole.replaced or "")
-        head, marker, tail = self._frame(hole, fence, suffix.endswith("\n"))
+        fence = "```"
+        if not self._tick_ids.isdisjoint(prefix_ids) or not self._tick_ids.isdisjoint(suffix_ids) or hole.replaced:
+            fence = fence_for(self._decode(prefix_ids), self._decode(suffix_ids), hole.replaced or "")
+        head, marker, tail = self._frame(hole, fence, self._decode(suffix_ids[-2:]).endswith("\n"))
         return [*head, *prefix_ids, *marker, *suffix_ids, *tail]
 
     def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
