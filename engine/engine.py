@@ -18,6 +18,7 @@ from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText, KVCache
+from engine.quant.plan import resolve as resolve_weights
 from engine.tokens import InfillFormat, splits_before_newline
 
 
@@ -111,18 +112,23 @@ class Engine:
         self._prefix: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
         self.encode_chunk = 64
+        self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
-                        sampler_backend: str = "auto") -> Engine:
+                        sampler_backend: str = "auto", weights: str = "auto") -> Engine:
+        """`weights`: auto | bf16 | int8 | int4 | fp8 (engine.quant.plan.resolve): auto keeps a quantized
+        checkpoint's own format, else the widest that fits the device beside the KV cache; a format that cannot fit
+        raises engine.quant.memory.FitError naming one that would, before anything is loaded."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
         config = load_config(path)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        model = load_model(path, config.text, dev, dt)
+        plan = resolve_weights(weights, path, config.text, dev, dt)
+        model = load_model(path, config.text, dev, dt, plan)
         tok_file = path / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
         fmt = InfillFormat.load(path, tokenizer)
@@ -131,7 +137,9 @@ class Engine:
                            fim_prefix_id=fmt.fim_prefix_id, fim_middle_id=fmt.fim_middle_id,
                            fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths,
                            max_context_tokens=fmt.max_context_tokens)
-        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine.weights = plan.fmt
+        return engine
 
     # -- text ----------------------------------------------------------------------------------------------------
     def _tok(self) -> Tokenizer:
