@@ -6,7 +6,8 @@ A weight is (..., N, K): N output channels, K input features; leading dims are e
 - int4: group-wise along K (groups of 128, the last group may be shorter), two nibbles per byte (low nibble = even
   column), one bf16 scale per group; asymmetric groups also store a uint8 zero point, symmetric ones use zero 8.
 - fp8: e4m3 (float8_e4m3fn) per output channel, one fp32 scale per row (the compressed-tensors FP8-dynamic layout).
-Scales are rounded to their storage dtype before the weight is divided by them, so storing a scale adds no error.
+Scales are rounded (up) to their storage dtype before the weight is divided by them, so storing a scale adds no
+error and clips nothing: every weight is within half a step of its stored value.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ INT4_GROUP = 128
 INT4_SYMMETRIC = False
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 SCALE_DTYPE = {"int8": torch.float32, "int4": torch.bfloat16, "fp8": torch.float32}
-# Rows quantized per chunk: bounds the fp32 temporaries of one chunk to ~64 MB whatever the tensor's size.
-CHUNK_ELEMS = 1 << 24
+# Rows quantized per chunk: bounds the fp32 temporaries of one chunk to ~16 MB each whatever the tensor's size.
+CHUNK_ELEMS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -97,18 +98,24 @@ def _fp8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
     return (w / scale).clamp_(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale, None
 
 
+def _bf16_up(x: torch.Tensor) -> torch.Tensor:
+    """fp32 scales -> bf16, rounded up: the stored scale never shrinks the range, so no value clips."""
+    s = x.to(torch.bfloat16)
+    return torch.where(s.float() < x, torch.nextafter(s, torch.full_like(s, float("inf"))), s)
+
+
 def _int4_rows(w: torch.Tensor, symmetric: bool, g: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     r, k = w.shape
     groups = -(-k // g)
     wg = torch.nn.functional.pad(w, (0, groups * g - k)).view(r, groups, g)  # zero padding: 0 is always in range
     tiny = torch.finfo(torch.bfloat16).tiny
     if symmetric:
-        scale = (wg.abs().amax(-1) / 7).clamp_min(tiny).to(torch.bfloat16)  # (R, G)
+        scale = _bf16_up((wg.abs().amax(-1) / 7).clamp_min(tiny))  # (R, G)
         q = torch.round(wg / scale.float()[..., None]).clamp_(-8, 7) + 8
         zero = None
     else:
         lo, hi = wg.amin(-1).clamp_max(0), wg.amax(-1).clamp_min(0)
-        scale = ((hi - lo) / 15).clamp_min(tiny).to(torch.bfloat16)
+        scale = _bf16_up(((hi - lo) / 15).clamp_min(tiny))
         zero_f = torch.round(-lo / scale.float()).clamp_(0, 15)
         q = (torch.round(wg / scale.float()[..., None]) + zero_f[..., None]).clamp_(0, 15)
         zero = zero_f.to(torch.uint8)
