@@ -4,6 +4,7 @@ while reading: each target weight is quantized as soon as it is read, so peak me
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,9 +40,13 @@ class WeightPlan:
             # dequantized on the device, in the compute dtype (one tensor at a time)
             value = dequantize(value.to(self.device), self.dtype)
         if not quant:
-            return {key: value.to(device=self.device, dtype=self.dtype)}
-        return self._entries(key, quantize(value, self.fmt, self.device, symmetric=self.symmetric,
-                                           group_size=self.group_size))
+            # copy=True: safetensors hands out tensors backed by the file's mmap; a kept alias would pin the whole
+            # shard's touched pages (quantized tensors included) in resident memory for the model's lifetime
+            return {key: value.to(device=self.device, dtype=self.dtype, copy=True)}
+        parts = quantize(value, self.fmt, self.device, symmetric=self.symmetric, group_size=self.group_size)
+        del value
+        _trim_heap()
+        return self._entries(key, parts)
 
     def _entries(self, key: str, parts: QuantParts) -> dict[str, torch.Tensor]:
         self.parts[key] = parts
@@ -54,6 +59,20 @@ class WeightPlan:
     def finish(self, model: nn.Module) -> None:
         """Swap the quantized modules into the (meta) model before its state dict is assigned."""
         swap_in(model, self.parts)
+
+
+def _trim_heap() -> None:
+    """Hand the freed temporaries of one tensor's quantization back to the OS (glibc's malloc_trim).
+
+    glibc serves allocations of a few MB from its heap once large blocks have been freed (its mmap threshold adapts
+    upwards), and the long-lived quantized buffers interleaved with the freed temporaries keep that heap from
+    shrinking: without this, loading a 300 MB bf16 checkpoint as int4 (80 MB) peaked at 271 MB of resident memory."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 def own_format(path: Path) -> str | None:

@@ -68,7 +68,9 @@ def big_bf16_checkpoint(dst: Path, shape: dict, shard_bytes: int, seed: int = 0)
     config.save_pretrained(dst)
     with torch.device("meta"):
         meta = DiffusionGemmaForBlockDiffusion(config)
-    names = {**dict(meta.named_parameters()), **dict(meta.named_buffers())}
+    # persistent tensors, without the encoder's tied copies (as save_pretrained writes them)
+    names = {n: t for n, t in meta.state_dict().items()
+             if not n.startswith("model.encoder.language_model.") or n.endswith("layer_scalar")}
     g = torch.Generator().manual_seed(seed)
     shards: list[list[str]] = [[]]
     size = 0
