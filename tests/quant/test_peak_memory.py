@@ -64,7 +64,6 @@ def test_int4_and_int8_load_with_peak_near_their_size(big):
     assert bf16["weights"] > 280 * MB
     for fmt in ("int4", "int8"):
         got = peak(big, fmt)
-        print(fmt, {k: round(v / MB, 1) for k, v in got.items()}, "bf16", {k: round(v / MB, 1) for k, v in bf16.items()})
         # the quantized weights, plus one shard's mapped pages, one bf16 tensor, the chunk temporaries and what the
         # C allocator keeps of them
         assert got["peak"] <= got["weights"] + SHARD + 34 * MB + 100 * MB, (fmt, got, bf16)
