@@ -112,11 +112,11 @@ def quality(path: Path, holes: int, seed: int = 0) -> dict:
     data_cfg = DataConfig(context_tokens=infill.get("max_context_tokens", 128),
                           suffix_tokens=infill.get("max_suffix_tokens", 32), canvas_lengths=fmt.canvas_lengths,
                           canvas_weights=tuple(1.0 for _ in fmt.canvas_lengths))
-    rows = {}
+    rows, cases = {}, None
     for weights in ("bf16", "int8", "int4"):
         filler = Filler(path, None, None, weights)
-        _, rows[weights] = run_holes(filler, held_out_holes(filler.tok, fmt, data_cfg, holes, seed), fmt, seed,
-                                     lengths=("true",))
+        cases = cases or held_out_holes(filler.tok, fmt, data_cfg, holes, seed)  # the same holes for each format
+        _, rows[weights] = run_holes(filler, cases, fmt, seed, lengths=("true",))
     out = {"holes": holes}
     base_em = [float(r["true"]["exact"]) for r in rows["bf16"]]
     base_es = [float(r["true"]["es"]) for r in rows["bf16"]]
