@@ -20,6 +20,7 @@ from engine.config import CheckpointConfig, load_config
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText, KVCache
 from engine.prompts import load_prompt_format
+from engine.quant.plan import resolve as resolve_weights
 from engine.seam import PromptFormat
 from engine.tokens import PromptFormatError, splits_before_newline
 
@@ -114,28 +115,35 @@ class Engine:
         self._prefix: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
         self.encode_chunk = 64
+        self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
                         sampler_backend: str = "auto", prompt_format: str = "auto",
-                        sampler: Mapping[str, Any] | None = None) -> Engine:
+                        sampler: Mapping[str, Any] | None = None, weights: str = "auto") -> Engine:
         """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
         generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
-        confidence_threshold, max_new_tokens; see engine.config.apply_overrides)."""
+        confidence_threshold, max_new_tokens; see engine.config.apply_overrides). `weights`: auto | bf16 | int8 |
+        int4 | fp8 (engine.quant.plan.resolve): auto keeps a quantized checkpoint's own format, else the widest that
+        fits the device beside the KV cache; a format that cannot fit raises engine.quant.memory.FitError naming one
+        that would, before anything is loaded."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
         config = load_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        model = load_model(path, config.text, dev, dt)
+        plan = resolve_weights(weights, path, config.text, dev, dt)
+        model = load_model(path, config.text, dev, dt, plan)
         tok_file = path / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
         # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
         fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
             path, tokenizer, config, prompt_format)
-        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine.weights = plan.fmt
+        return engine
 
     # -- text ----------------------------------------------------------------------------------------------------
     def _tok(self) -> Tokenizer:

@@ -119,7 +119,11 @@ def _grouped_mm_ok(x: torch.Tensor, wt: torch.Tensor) -> bool:
 
 
 def grouped_linear(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """x (S, in) sorted by expert, w (E, out, in), offsets (E,) cumulative row ends -> (S, out)."""
+    """x (S, in) sorted by expert, w (E, out, in), offsets (E,) cumulative row ends -> (S, out).
+
+    `w` may be a quantized expert weight (engine.quant.modules.QuantWeight): it runs its own grouped matmul."""
+    if isinstance(w, nn.Module):
+        return w.grouped_linear(x, offsets)
     wt = w.transpose(-2, -1)
     x = x.to(w.dtype)
     if _grouped_mm_ok(x, wt):
