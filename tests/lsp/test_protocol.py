@@ -1,4 +1,5 @@
-"""DgProtocol in process: a didChange goes straight to its handler, and a failing handler is reported, not raised."""
+"""DgProtocol in process: a didChange goes straight to its handler, and a failing handler is reported (without its
+internals), not raised."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def structured(server, message: dict):
     return json.loads(json.dumps(message), object_hook=server.protocol.structure_message)
 
 
-def test_did_change_reaches_the_store_and_sets_the_arrival():
+async def test_did_change_reaches_the_store_and_sets_the_arrival():  # async: the handler starts a reparse task
     server = build_server(engine_factory=lambda s: None)
     server.store.open("file:///a.py", "python", 1, "x = 1\n")
     server.protocol.arrived_at = 123.0
@@ -29,7 +30,7 @@ def test_did_change_reaches_the_store_and_sets_the_arrival():
     assert server._change_at["file:///a.py"][0] == 123.0
 
 
-def test_a_failing_did_change_handler_is_reported_and_the_next_message_served():
+async def test_a_failing_did_change_handler_is_reported_and_the_next_message_served():
     server = build_server(engine_factory=lambda s: None)
     errors = []
     server._report_server_error = lambda error, source: errors.append((error, source))  # noqa: SLF001
@@ -40,7 +41,7 @@ def test_a_failing_did_change_handler_is_reported_and_the_next_message_served():
     handler = server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE]
     server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE] = broken
     server.protocol.handle_message(structured(server, CHANGE))
-    assert len(errors) == 1 and str(errors[0][0]) == "boom"
+    assert len(errors) == 1 and "RuntimeError" in str(errors[0][0]) and "boom" not in str(errors[0][0])
     server.protocol.fm.features[T.TEXT_DOCUMENT_DID_CHANGE] = handler
     server.store.open("file:///a.py", "python", 1, "x = 1\n")
     server.protocol.handle_message(structured(server, CHANGE))
