@@ -1,4 +1,5 @@
-"""A raw JSON-RPC-over-pipe client of the real server (`python -m dg_lsp`): any bytes in, framed messages out.
+"""A raw JSON-RPC client of the real server (`python -m dg_lsp`, over pipes or TCP): any bytes in, framed messages
+out.
 
 For the reliability tests and `bench.reliability`: they send what no client library would (bad headers, broken
 bodies, messages out of lifecycle order) and check what comes back. The server's requests to the client are
@@ -12,6 +13,7 @@ import itertools
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -61,25 +63,32 @@ def read_frames(stream: IO[bytes], on_message: Callable[[dict], None]) -> None:
         on_message(json.loads(stream.read(length)))
 
 
-class RawServer:
-    """`python -m dg_lsp *args` over pipes; every message it sends is kept in `messages`, in order."""
+class RawClient:
+    """A JSON-RPC peer over a byte stream: `write` sends bytes, `stream` is read until EOF. Every message that
+    comes in is kept in `messages`, in order."""
 
-    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dg_lsp", *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=stderr, env=server_env())
+    def __init__(self, write: Callable[[bytes], None], stream: IO[bytes]) -> None:
         self.messages: list[dict] = []
         self.answers: dict[Any, list[dict]] = {}  # our request id -> the responses to it
         self.applied: list[tuple[float, dict]] = []  # (when, params) of each workspace/applyEdit
-        self.broken = False  # a write failed: the server no longer reads
+        self.broken = False  # a write failed: the peer no longer reads
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         # Writes go through one thread, so that the reader thread (which answers the server's requests) never
         # waits on a pipe the server is not draining while it writes to us.
         self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._writer = threading.Thread(target=self._write_all, daemon=True)
+        self._writer = threading.Thread(target=self._write_all, args=(write,), daemon=True)
         self._writer.start()
-        self._reader = threading.Thread(target=read_frames, args=(self.proc.stdout, self._received), daemon=True)
+        self._reader = threading.Thread(target=read_frames, args=(stream, self._received), daemon=True)
         self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        """The peer closed its end (EOF read)."""
+        return not self._reader.is_alive()
+
+    def stop_writing(self) -> None:
+        self._out.put(None)
 
     # -- sending -----------------------------------------------------------------------------------------
 
@@ -87,11 +96,10 @@ class RawServer:
         """Queue raw bytes for the server's stdin, in order (`broken` turns true if it stops reading)."""
         self._out.put(data)
 
-    def _write_all(self) -> None:
+    def _write_all(self, write: Callable[[bytes], None]) -> None:
         while (data := self._out.get()) is not None:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                write(data)
             except (OSError, ValueError):
                 self.broken = True
 
@@ -136,7 +144,7 @@ class RawServer:
                         return msg
                 since = len(self.messages)
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
+                if left <= 0 or self.closed:
                     return None
                 self._cond.wait(min(left, 0.5))
 
@@ -145,7 +153,7 @@ class RawServer:
         with self._cond:
             while not self.answers.get(msg_id):
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
+                if left <= 0 or self.closed:
                     return None
                 self._cond.wait(min(left, 0.5))
             return self.answers[msg_id][0]
@@ -195,6 +203,20 @@ class RawServer:
         res = self.state(uri, timeout)
         return res is not None and res.get("result", {}).get("sha256") == sha256(text)
 
+
+
+class RawServer(RawClient):
+    """`python -m dg_lsp *args` over pipes."""
+
+    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "dg_lsp", *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=stderr, env=server_env())
+        super().__init__(self._write_stdin, self.proc.stdout)
+
+    def _write_stdin(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
@@ -208,7 +230,7 @@ class RawServer:
         if self.alive():
             self.call("shutdown", None, timeout)
             self.notify("exit")
-        self._out.put(None)
+        self.stop_writing()
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -226,7 +248,22 @@ class RawServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._out.put(None)
+        self.stop_writing()
         if self.alive():
             self.proc.kill()
             self.proc.wait()
+
+
+def connect_tcp(host: str, port: int, timeout: float = 30.0) -> tuple[RawClient, socket.socket]:
+    """A RawClient on a TCP connection to a server that may still be starting (retried until `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sock = socket.create_connection((host, port), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    sock.settimeout(None)
+    return RawClient(sock.sendall, sock.makefile("rb")), sock
