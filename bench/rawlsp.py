@@ -70,6 +70,7 @@ class RawClient:
     def __init__(self, write: Callable[[bytes], None], stream: IO[bytes]) -> None:
         self.messages: list[dict] = []
         self.answers: dict[Any, list[dict]] = {}  # our request id -> the responses to it
+        self.answered_at: dict[Any, float] = {}  # our request id -> time.monotonic() when its first answer came
         self.applied: list[tuple[float, dict]] = []  # (when, params) of each workspace/applyEdit
         self.broken = False  # a write failed: the peer no longer reads
         self._cond = threading.Condition()
@@ -132,6 +133,7 @@ class RawClient:
             self.messages.append(msg)
             if "method" not in msg and "id" in msg:
                 self.answers.setdefault(msg["id"], []).append(msg)
+                self.answered_at.setdefault(msg["id"], time.monotonic())
             self._cond.notify_all()
 
     def wait(self, pred: Callable[[dict], bool], timeout: float = 30.0, since: int = 0) -> dict | None:
