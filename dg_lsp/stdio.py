@@ -21,7 +21,6 @@ import asyncio
 import collections
 import logging
 import sys
-import threading
 import time
 from typing import Any, BinaryIO
 
@@ -113,7 +112,6 @@ class TimedWriter(StdoutWriter):
 def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
     """Serve `server` on stdin/stdout (dg_lsp.transport's loop, `pipe_reader`, `TimedWriter`) until the client
     exits or the stream ends. Returns LSP's exit code: 0 after `shutdown`, else 1."""
-    server._stop_event = threading.Event()
     server.protocol.set_writer(TimedWriter(stdout or sys.stdout.buffer))
 
     async def main() -> int:

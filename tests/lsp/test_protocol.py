@@ -46,3 +46,28 @@ async def test_a_failing_did_change_handler_is_reported_and_the_next_message_ser
     server.store.open("file:///a.py", "python", 1, "x = 1\n")
     server.protocol.handle_message(structured(server, CHANGE))
     assert server.store.get("file:///a.py").text == "xy = 1\n"
+
+
+class Captured:
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+async def test_a_handler_exception_is_answered_without_its_text_traceback_or_paths():
+    server = build_server(engine_factory=lambda s: None)
+    out = Captured()
+    server.protocol.set_writer(out)
+
+    @server.feature("dg/explode")
+    def explode(ls, params) -> None:
+        open("/srv/secret/model/config.json")  # FileNotFoundError naming a server path
+
+    server.protocol.receive({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+    server.protocol.receive({"jsonrpc": "2.0", "id": 2, "method": "dg/explode"})
+    answer = json.loads(out.data.rsplit(b"\r\n\r\n", 1)[1])
+    assert answer["id"] == 2 and answer["error"]["code"] == -32603 and "data" not in answer["error"]
+    assert "FileNotFoundError" in answer["error"]["message"] and "/srv" not in answer["error"]["message"]
