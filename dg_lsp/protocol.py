@@ -81,7 +81,7 @@ class DgProtocol(LanguageServerProtocol):
         self.handle_message(message)
 
     def _refusal(self, method: str, is_request: bool) -> tuple[int, str] | None:
-        kind = _lsp_kind(method)
+        kind = _KINDS.get(method)  # None for methods LSP does not define (ours, dg/...)
         if is_request and kind == "notification":
             return INVALID_REQUEST, f"{method} is a notification: it takes no id"
         if not is_request and kind == "request":
@@ -182,12 +182,16 @@ class DgProtocol(LanguageServerProtocol):
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         """A message whose params do not fit its method's type: a request gets an Invalid Params answer, not
-        silence; a notification is logged and reported."""
+        silence; a notification is logged and reported; a response fails the request of ours it answers (which
+        would otherwise wait forever, and with it the client's request that sent it)."""
         try:
             return super().structure_message(data)
         except JsonRpcException:
-            if "method" not in data:
-                raise
+            if "method" not in data:  # an answer to our request that does not fit its type: fail that request
+                log.error("malformed response to request %r", data.get("id"))
+                self._handle_response(data.get("id"), error=ResponseError(code=JsonRpcInvalidParams.CODE,
+                                                                        message="malformed response"))
+                return _Dropped()
             err = JsonRpcInvalidParams(f"invalid params for {data['method']!r}")
             if "id" in data:
                 self._send_response(data["id"], error=err.to_response_error())
@@ -204,11 +208,6 @@ class DgProtocol(LanguageServerProtocol):
 
 class _Dropped:
     """Stands in for a message already answered with an error."""
-
-
-def _lsp_kind(method: str) -> str | None:
-    """"request" or "notification" for a method LSP defines, None for others (ours, `dg/...`)."""
-    return _KINDS.get(method)
 
 
 _KINDS = {method: "request" if "id" in attrs.fields_dict(cls) else "notification"

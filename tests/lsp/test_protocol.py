@@ -71,3 +71,12 @@ async def test_a_handler_exception_is_answered_without_its_text_traceback_or_pat
     answer = json.loads(out.data.rsplit(b"\r\n\r\n", 1)[1])
     assert answer["id"] == 2 and answer["error"]["code"] == -32603 and "data" not in answer["error"]
     assert "FileNotFoundError" in answer["error"]["message"] and "/srv" not in answer["error"]["message"]
+
+
+async def test_a_response_that_does_not_fit_fails_our_request_instead_of_leaving_it_waiting():
+    server = build_server(engine_factory=lambda s: None)
+    server.protocol.set_writer(Captured())
+    pending = server.protocol.send_request(T.WORKSPACE_APPLY_EDIT, T.ApplyWorkspaceEditParams(
+        edit=T.WorkspaceEdit(changes={})), msg_id="ours-1")
+    server.protocol.receive({"jsonrpc": "2.0", "id": "ours-1", "result": {"failedChange": 0}})
+    assert pending.done() and "malformed response" in str(pending.exception())
