@@ -1,7 +1,9 @@
 """safetensors checkpoint -> DiffusionGemmaText on the target device: built on the meta device, then filled.
 
 Single-file and sharded (model.safetensors.index.json) checkpoints; vision-tower weights are skipped (the engine is
-text-only). Never unpickles anything.
+text-only). Encoder tensors are tied to the decoder's exactly where transformers ties them (`_tied_weights_keys` of
+DiffusionGemmaModel, only under a tied top-level config, never biases or layer scalars); every other encoder tensor
+is loaded into the model's separate encoder. Never unpickles anything.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ class CheckpointError(ValueError):
 
 
 _SKIP = re.compile(r"^model\.encoder\.(vision_tower|embed_vision)\.|^model\.(vision_tower|embed_vision)\.")
+# Encoder tensors (names after "model.encoder.language_model.") that transformers ties to the decoder's under a tied
+# top-level config: its patterns match weights, scales and expert tensors, not biases or buffers.
+_TIED_IN_REFERENCE = re.compile(
+    r"^(embed_tokens\.weight|norm\.weight|layers\.\d+\.(?:[^.]+\.)*(?:weight|scale|per_expert_scale|gate_up_proj"
+    r"|down_proj))$")
+_ENCODER = "model.encoder.language_model."
 
 # checkpoint suffix (after the decoder / encoder.language_model prefix) -> our parameter suffix
 _RENAMES = [
@@ -89,16 +97,21 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
                     continue
                 if key == "lm_head" and cfg.tie_word_embeddings:
                     continue  # tied: the embedding is the head
+                if name.startswith(_ENCODER) and not key.endswith("_layer_scalar"):
+                    rest = name.removeprefix(_ENCODER)
+                    if rest == "norm.weight" or (cfg.tie_word_embeddings and _TIED_IN_REFERENCE.match(rest)):
+                        continue  # the final norm never reaches the KV cache; tied tensors are the decoder's
+                    key = f"enc_{key}"  # enc_layers.* / enc_embed_tokens
                 if key not in expected:
                     unexpected.append(name)
                     continue
-                if key in state and name.startswith("model.encoder."):
-                    continue  # tied copy under the encoder name; the decoder's is authoritative
                 t = f.get_tensor(name)
                 if tuple(t.shape) != tuple(expected[key].shape):
                     raise CheckpointError(f"{name}: shape {tuple(t.shape)} != expected {tuple(expected[key].shape)}")
                 # layer scalars and norm weights stay exact; everything is cast to the serving dtype
                 state[key] = t.to(device=device, dtype=dtype)
+    if model.enc_layers is not None:
+        _share_encoder(state, expected, cfg.tie_word_embeddings)
     missing = sorted(set(expected) - set(state))
     if missing or unexpected:
         raise CheckpointError(
@@ -108,3 +121,20 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
         )
     model.load_state_dict(state, assign=True, strict=True)
     return model.eval().requires_grad_(False)
+
+
+def _share_encoder(state: dict[str, torch.Tensor], expected: dict, tied: bool) -> None:
+    """Fill the separate encoder's tensors that are the decoder's (tied in the reference, or equal to it) with the
+    decoder's tensor objects, so they share memory. Encoder tensors the checkpoint must provide stay missing."""
+    for key in expected:
+        if not key.startswith("enc_"):
+            continue
+        dec = key.removeprefix("enc_")
+        if dec not in state:
+            continue
+        if key not in state:
+            # layer scalars: the encoder's is layers.i.enc_layer_scalar, the decoder's is unused by the encoder
+            if dec.endswith("_layer_scalar") or (tied and not dec.endswith(".bias")):
+                state[key] = state[dec]
+        elif state[key].shape == state[dec].shape and torch.equal(state[key], state[dec]):
+            state[key] = state[dec]
