@@ -13,6 +13,7 @@ from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Settings:
     languages: tuple[str, ...] | None = None
     context_tokens: int = 1024
     drafts: bool = False
+    prompt_format: str = "auto"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -38,7 +40,7 @@ class Settings:
 
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
-        return (self.model_path, self.device, self.dtype)
+        return (self.model_path, self.device, self.dtype, self.prompt_format)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -92,6 +94,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "languages": _languages,
     "context_tokens": _int_range(64, 32768),
     "drafts": _bool,
+    "prompt_format": _choice(PROMPT_FORMATS),
 }
 
 # wire key (camelCase) -> field name
@@ -106,6 +109,7 @@ KEYS: dict[str, str] = {
     "languages": "languages",
     "contextTokens": "context_tokens",
     "drafts": "drafts",
+    "promptFormat": "prompt_format",
 }
 
 _DEFAULTS = Settings()

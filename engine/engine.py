@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -16,12 +17,16 @@ from tokenizers import Tokenizer
 from engine import rng
 from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
-from engine.kv_cache import DecodeKV, KVCache, kv_bytes
+from engine.kv_cache import KVCache, kv_bytes
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
+from engine.prompts import load_prompt_format
+from engine.quant.plan import resolve as resolve_weights
+from engine.reference_steps import reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.tokens import InfillFormat, splits_before_newline
+from engine.seam import PromptFormat
+from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
 # chunk boundary (engine.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token context
@@ -120,7 +125,7 @@ class Engine:
     its `prefix_cache_size` entries (`kv_bytes` gives one context's share)."""
 
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
-                 infill_format: InfillFormat, device: torch.device, dtype: torch.dtype, path: Path,
+                 infill_format: PromptFormat | None, device: torch.device, dtype: torch.dtype, path: Path,
                  prefix_cache_size: int = 4, sampler_backend: str = "auto", cuda_graphs: bool = True,
                  compile: bool = False, encode_chunk: int | None = None, prefix_cache_bytes: int | None = None) -> None:
         if sampler_backend not in ("auto", "torch", "triton"):
@@ -129,37 +134,47 @@ class Engine:
         self.model, self.config, self.tokenizer = model, config, tokenizer
         self.infill_format, self.device, self.dtype, self.path = infill_format, device, dtype, path
         self.vocab_size = config.text.vocab_size
-        self.encode_chunk = encode_chunk or encode_chunk_for(device, infill_format.max_context_tokens)
+        budget = infill_format.max_context_tokens if infill_format is not None else None
+        self.encode_chunk = encode_chunk or encode_chunk_for(device, budget)
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.compile = compile
         self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
         self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
+        self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
         model.select_kernels()
         self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
-                        sampler_backend: str = "auto", cuda_graphs: bool = True, compile: bool = False,
-                        encode_chunk: int | None = None, prefix_cache_bytes: int | None = None) -> Engine:
+                        sampler_backend: str = "auto", prompt_format: str = "auto",
+                        sampler: Mapping[str, Any] | None = None, weights: str = "auto", cuda_graphs: bool = True,
+                        compile: bool = False, encode_chunk: int | None = None,
+                        prefix_cache_bytes: int | None = None) -> Engine:
+        """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
+        generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
+        confidence_threshold, max_new_tokens; see engine.config.apply_overrides). `weights`: auto | bf16 | int8 |
+        int4 | fp8 (engine.quant.plan.resolve): auto keeps a quantized checkpoint's own format, else the widest that
+        fits the device beside the KV cache; a format that cannot fit raises engine.quant.memory.FitError naming one
+        that would, before anything is loaded. The rest: see the class docstring."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
-        config = load_config(path)
+        config = load_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        model = load_model(path, config.text, dev, dt)
+        plan = resolve_weights(weights, path, config.text, dev, dt)
+        model = load_model(path, config.text, dev, dt, plan)
         tok_file = path / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
-        fmt = InfillFormat.load(path, tokenizer)
-        t = config.text
-        fmt = InfillFormat(layout=fmt.layout, bos_id=t.bos_token_id, eos_id=t.eos_token_ids[0], pad_id=t.pad_token_id,
-                           fim_prefix_id=fmt.fim_prefix_id, fim_middle_id=fmt.fim_middle_id,
-                           fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths,
-                           max_context_tokens=fmt.max_context_tokens)
-        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
-                   cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
-                   prefix_cache_bytes=prefix_cache_bytes)
+        # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
+        fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
+            path, tokenizer, config, prompt_format)
+        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
+                     cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
+                     prefix_cache_bytes=prefix_cache_bytes)
+        engine.weights = plan.fmt
+        return engine
 
     def _backend(self) -> str:
         """The vocab pass: the fused Triton kernel on CUDA (or when forced), eager torch otherwise."""
@@ -189,7 +204,9 @@ class Engine:
         return self.path.name
 
     @property
-    def prompt_format(self) -> InfillFormat:
+    def prompt_format(self) -> PromptFormat:
+        if self.infill_format is None:
+            raise PromptFormatError(f"{self.path} has no tokenizer.json: no prompt format (use the id-based API)")
         return self.infill_format
 
     @property
@@ -199,10 +216,8 @@ class Engine:
     def new_cancel_token(self) -> CancelToken:
         return CancelToken()
 
-    def settings_in_force(self) -> dict[str, object]:
-        d = self.config.sampler
-        return {"steps": d.max_denoising_steps, "entropy_bound": d.entropy_bound, "t_min": d.t_min, "t_max": d.t_max,
-                "stability_threshold": d.stability_threshold, "confidence_threshold": d.confidence_threshold}
+    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
+        return self.config.settings_in_force(**overrides)
 
     def encode(self, text: str) -> list[int]:
         return self._tok().encode(text, add_special_tokens=False).ids
@@ -214,7 +229,7 @@ class Engine:
         return self.decode(ids) if self.tokenizer is not None else ""
 
     def context_ids(self, prefix: str, suffix: str) -> list[int]:
-        return self.infill_format.context(self.encode(prefix), self.encode(suffix))
+        return self.prompt_format.context(self.encode(prefix), self.encode(suffix))
 
     # -- settings ------------------------------------------------------------------------------------------------
     def settings(self, steps: int | None = None, entropy_bound: float | None = None,
@@ -282,40 +297,6 @@ class Engine:
                 with self._lock:
                     run.close()
 
-    def _reference_steps(self, cache: KVCache, length: int, st: SampleSettings, gen: torch.Generator,
-                         cancel: CancelToken | None
-                         ) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
-        """`_steps` drawing random numbers exactly as transformers' `generate` (multinomial, then randint, from one
-        torch.Generator), for token-identical output."""
-        model, v, dev = self.model, self.vocab_size, self.device
-        wdtype = model.embed_tokens.dtype
-        canvas = S.initial_canvas(1, length, v, gen, dev)
-        soft = torch.zeros(1, length, self.config.text.hidden_size, device=dev, dtype=wdtype)
-        history = torch.full((st.stability_threshold, 1, length), -1, dtype=torch.long, device=dev)
-        kv = None
-        for remaining in range(st.steps, 0, -1):
-            if cancel is not None and cancel.cancelled:
-                return
-            with self._lock:
-                if kv is None:
-                    kv = DecodeKV.allocate(self.config.text, length, cache.length, None, dev, wdtype)
-                    kv.fill(cache, model.rope_tables(cache.length, length, dev, wdtype))
-                logits = model.softcap(model.decode_step(canvas, soft, kv))  # (1, C, V) fp32
-                processed = logits / S.temperature(remaining, st.steps, st.t_min, st.t_max).to(dev)
-                argmax = processed.argmax(dim=-1)
-                sample = S.reference_sample(processed, gen)
-                token_entropy = S.reference_entropy(processed)
-                probs = torch.softmax(processed.to(wdtype), dim=-1, dtype=torch.float32)
-                accepted = (S.accept_lowest(token_entropy) if st.one_per_step
-                            else S.entropy_bound_accept(token_entropy, st.entropy_bound))
-                canvas = S.reference_renoise(torch.where(accepted, sample, canvas), accepted, v, gen)
-                stopped = S.stable_and_confident(history, argmax, token_entropy, st.confidence_threshold)
-                soft = model.soft_embedding(probs)
-                host = torch.cat([argmax[0], accepted.sum()[None], stopped.long()]).tolist()
-            yield host[:length], host[length], bool(host[length + 1]), argmax.clone
-            if host[length + 1]:
-                return
-
     @torch.inference_mode()
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
@@ -333,7 +314,7 @@ class Engine:
         if length <= 0:
             raise ValueError(f"canvas_length must be > 0, got {length}")
         st = self.settings(steps, entropy_bound, one_per_step)
-        eos, pad = self.config.text.eos_token_ids, self.config.text.pad_token_id
+        eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
         t0 = time.perf_counter()
         gen = torch.Generator(device=self.device).manual_seed(seed) if reference_compatible else None
         with self._lock:
@@ -347,7 +328,7 @@ class Engine:
         for c in range(max_canvases):
             canvases += 1
             ids = argmax = None
-            steps_iter = (self._reference_steps(cache, length, st, gen, cancel) if gen is not None
+            steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock) if gen is not None
                           else self._steps(cache, length, st, rng.request_key(seed, c), cancel))
             for step, (canvas_ids, n_acc, _, device_argmax) in enumerate(steps_iter, start=1):
                 argmax = device_argmax

@@ -1,5 +1,6 @@
 """The DiffusionGemma text transformer: a causal encoder that writes the KV cache, a bidirectional decoder that
-reads it. Both share every weight; only the per-layer `layer_scalar` buffers and self-conditioning differ."""
+reads it. Both share every weight (unless the checkpoint gives the encoder its own: `enc_layers`); the per-layer
+`layer_scalar` buffers and self-conditioning differ."""
 
 from __future__ import annotations
 
@@ -49,14 +50,15 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, inter: int) -> None:
+    def __init__(self, hidden: int, inter: int, approximate: str = "tanh") -> None:
         super().__init__()
+        self.approximate = approximate  # F.gelu's: "tanh" (gelu_pytorch_tanh) or "none" (exact, "gelu")
         self.gate_proj = nn.Linear(hidden, inter, bias=False)
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate=self.approximate) * self.up_proj(x))
 
 
 class Layer(nn.Module):
@@ -65,7 +67,7 @@ class Layer(nn.Module):
         h = cfg.hidden_size
         self.eps = cfg.rms_norm_eps
         self.self_attn = Attention(cfg, spec)
-        self.mlp = MLP(h, cfg.intermediate_size)
+        self.mlp = MLP(h, cfg.intermediate_size, cfg.gelu_approximate)
         self.moe = MoE(cfg)
         names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                  "post_feedforward_layernorm", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
@@ -97,7 +99,7 @@ class SelfConditioning(nn.Module):
         super().__init__()
         self.eps = cfg.rms_norm_eps
         self.pre_norm = nn.Parameter(torch.ones(cfg.hidden_size))
-        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.gelu_approximate)
 
     def forward(self, embeds: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
         return rms_norm(embeds + self.mlp(rms_norm(soft, self.pre_norm, self.eps)), None, self.eps)
@@ -112,6 +114,10 @@ class DiffusionGemmaText(nn.Module):
         self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
         self.self_conditioning = SelfConditioning(cfg)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.hidden_size))
+        # An encoder with tensors of its own (untied config, or attention biases, which transformers never ties).
+        # The loader shares every tensor that equals the decoder's, so only the differing ones take memory.
+        self.enc_layers = nn.ModuleList(Layer(cfg, spec) for spec in cfg.layers) if cfg.separate_encoder else None
+        self.enc_embed_tokens = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty_like(self.embed_tokens))
         self.embed_scale = math.sqrt(cfg.hidden_size)
         self.head_chunk: int | None = None  # vocabulary rows per LM-head GEMM (None: one GEMM)
 
@@ -120,12 +126,12 @@ class DiffusionGemmaText(nn.Module):
         head about 25% faster as GEMMs of 1,024 vocabulary rows (same bits: each logit is the same dot product)."""
         p = self.embed_tokens
         self.head_chunk = 1024 if p.device.type == "cpu" else None
-        for layer in self.layers:
+        for layer in (*self.layers, *(self.enc_layers or ())):
             layer.moe.select_kernels(p.device, p.dtype)
 
     # -- helpers -------------------------------------------------------------------------------------------------
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        w = self.embed_tokens
+    def embed(self, ids: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.embed_tokens if table is None else table
         return F.embedding(ids, w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
     def rope_tables(self, start: int, count: int, device: torch.device,
@@ -154,11 +160,11 @@ class DiffusionGemmaText(nn.Module):
         p, t = cache.length, ids.shape[1]
         w = self.cfg.sliding_window
         positions = torch.arange(p, p + t, device=ids.device)
-        x = self.embed(ids)
+        x = self.embed(ids, self.enc_embed_tokens)
         rope = self.rope_tables(p, t, ids.device, x.dtype)
         q_pos = positions[:, None]
         new = KVCache(length=p + t, windows=tuple(w if s.sliding else None for s in self.cfg.layers))
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.enc_layers if self.enc_layers is not None else self.layers):
             spec = self.cfg.layers[i]
             cos, sin = rope[(spec.sliding, spec.head_dim)]
             h = rms_norm(x, layer.input_layernorm, layer.eps)

@@ -2,8 +2,9 @@
 device, and one grouped GEMM per expert projection (`grouped_linear`), never a Python loop over experts.
 
 `grouped_linear(x, w, offsets, max_rows)` is the one place expert weights are multiplied. A quantized weight plugs
-in there: any object that is not a `torch.Tensor` and has `grouped_linear(x, offsets, max_rows) -> Tensor` (see
-`GroupedWeight`) is called instead, and `MoE.set_experts` installs such objects in place of the dense tensors.
+in there: any object that is not a `torch.Tensor` and has `grouped_linear(x, offsets) -> Tensor` (`GroupedWeight`;
+engine.quant.modules.QuantWeight is one) is called instead, and `MoE.set_experts` installs such objects in place of
+the dense tensors (the loader's quantized path swaps them in by attribute name).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class GroupedWeight(Protocol):
 
     shape: torch.Size  # (G, out, in), as the dense tensor it stands for
 
-    def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor, max_rows: int) -> torch.Tensor:
-        """x (S, in) rows sorted by group, offsets (G,) int32 cumulative row ends -> (S, out)."""
+    def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """x (S, in) rows sorted by group, offsets (G,) int32 cumulative row ends (on the device) -> (S, out)."""
         ...
 
 
@@ -68,7 +69,7 @@ def grouped_linear(x: torch.Tensor, w: torch.Tensor | GroupedWeight, offsets: to
     """x (S, in) sorted by group, w (G, out, in), offsets (G,) int32 cumulative row ends (on the device), at most
     `max_rows` rows per group -> (S, out)."""
     if not isinstance(w, torch.Tensor):
-        return w.grouped_linear(x, offsets, max_rows)
+        return w.grouped_linear(x, offsets)
     x = x.to(w.dtype)
     if use_grouped_mm is None:
         use_grouped_mm = grouped_mm_supported(x.device, x.dtype)
@@ -85,6 +86,7 @@ class MoE(nn.Module):
         super().__init__()
         e, h, i = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
         self.top_k, self.eps, self.num_experts = cfg.top_k_experts, cfg.rms_norm_eps, e
+        self.approximate = cfg.gelu_approximate  # F.gelu's: "tanh" (gelu_pytorch_tanh) or "none" (exact, "gelu")
         self.router_proj = nn.Linear(h, e, bias=False)
         self.router_scale = nn.Parameter(torch.ones(h))
         self.per_expert_scale = nn.Parameter(torch.ones(e))
@@ -124,7 +126,8 @@ class MoE(nn.Module):
         # top-k experts of a token are distinct: no expert gets more than N rows
         gate, up = grouped_linear(x[perm // self.top_k], self.gate_up_proj, offsets, n,
                                   self.use_grouped_mm).chunk(2, dim=-1)
-        y = grouped_linear(F.gelu(gate, approximate="tanh") * up, self.down_proj, offsets, n, self.use_grouped_mm)
+        y = grouped_linear(F.gelu(gate, approximate=self.approximate) * up, self.down_proj, offsets, n,
+                           self.use_grouped_mm)
         y = y * w.reshape(-1)[perm].unsqueeze(-1)  # (S, H)
         inv = torch.empty_like(perm)
         inv[perm] = torch.arange(perm.numel(), device=perm.device)
