@@ -30,11 +30,13 @@ class GroupedWeight(Protocol):
         ...
 
 
-@torch.library.custom_op("dg_engine::grouped_mm", mutates_args=())
-def _grouped_mm(x: torch.Tensor, wt: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    # torch's grouped GEMM, opaque to torch.compile: its meta function admits only bf16, while the CPU kernel
-    # runs every float dtype.
+def _grouped_mm_eager(x: torch.Tensor, wt: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return F.grouped_mm(x, wt, offs=offsets)
+
+
+# torch's grouped GEMM, opaque to torch.compile: its meta function admits only bf16, while the CPU kernel runs every
+# float dtype.
+_grouped_mm = torch.library.custom_op("dg_engine::grouped_mm", _grouped_mm_eager, mutates_args=())
 
 
 @_grouped_mm.register_fake
@@ -73,8 +75,9 @@ def grouped_linear(x: torch.Tensor, w: torch.Tensor | GroupedWeight, offsets: to
     x = x.to(w.dtype)
     if use_grouped_mm is None:
         use_grouped_mm = grouped_mm_supported(x.device, x.dtype)
-    if use_grouped_mm:
-        return _grouped_mm(x, w.transpose(-2, -1), offsets)
+    if use_grouped_mm:  # the custom op only where torch.compile traces: eager calls skip its dispatch overhead
+        op = _grouped_mm if torch.compiler.is_compiling() else _grouped_mm_eager
+        return op(x, w.transpose(-2, -1), offsets)
     return _padded_linear(x, w, offsets, max_rows)
 
 

@@ -61,40 +61,46 @@ def row_seeds(seed: int | torch.Tensor, rows: int, device: torch.device | str) -
     return torch.arange(rows, device=device, dtype=torch.int64).bitwise_left_shift(32).bitwise_xor(seed)
 
 
-@torch.library.custom_op("dg_engine::step_seeds", mutates_args=())
-def step_seeds(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
-    """key, step: 0-d int64 device tensors -> (rows,) int64 row seeds (a 32-bit step seed, the row in the high half)."""
+def _step_seeds(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
     base = mix32(mix32(key ^ (stream * GOLDEN32 & M32)) ^ (step & M32))
     return torch.arange(rows, device=key.device, dtype=torch.int64).bitwise_left_shift(32) | base
-
-
-@step_seeds.register_fake
-def _(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
-    return key.new_empty(rows)
 
 
 def _row_hash(seeds: torch.Tensor) -> torch.Tensor:
     return mix32((seeds & M32) ^ mix32((seeds >> 32) & M32))
 
 
-@torch.library.custom_op("dg_engine::uniform", mutates_args=())
-def uniform(seeds: torch.Tensor) -> torch.Tensor:
-    """(R,) row seeds -> (R,) fp32 uniform on (0, 1): 24 random bits, never exactly 0 or 1."""
+def _uniform(seeds: torch.Tensor) -> torch.Tensor:
     return ((_row_hash(seeds) >> 8).float() + 0.5) * 2.0**-24
 
 
-@uniform.register_fake
-def _(seeds: torch.Tensor) -> torch.Tensor:
-    return seeds.new_empty(seeds.shape, dtype=torch.float32)
-
-
-@torch.library.custom_op("dg_engine::randint", mutates_args=())
-def randint(seeds: torch.Tensor, high: int) -> torch.Tensor:
-    """(R,) row seeds -> (R,) int64 uniform on [0, high) by multiply-shift (bias below high / 2**32)."""
-    assert 0 < high < 2**31, f"high must be in (0, 2**31), got {high}"
+def _randint(seeds: torch.Tensor, high: int) -> torch.Tensor:
     return (_row_hash(seeds) * high) >> 32
 
 
-@randint.register_fake
-def _(seeds: torch.Tensor, high: int) -> torch.Tensor:
-    return seeds.new_empty(seeds.shape)
+_ops = {f.__name__: torch.library.custom_op(f"dg_engine::{f.__name__.lstrip('_')}", f, mutates_args=())
+        for f in (_step_seeds, _uniform, _randint)}
+_ops["_step_seeds"].register_fake(lambda key, step, stream, rows: key.new_empty(rows))
+_ops["_uniform"].register_fake(lambda seeds: seeds.new_empty(seeds.shape, dtype=torch.float32))
+_ops["_randint"].register_fake(lambda seeds, high: seeds.new_empty(seeds.shape))
+
+
+def _call(fn, *args):
+    # the custom op only where torch.compile traces: eager calls skip its dispatch overhead
+    return _ops[fn.__name__](*args) if torch.compiler.is_compiling() else fn(*args)
+
+
+def step_seeds(key: torch.Tensor, step: torch.Tensor, stream: int, rows: int) -> torch.Tensor:
+    """key, step: 0-d int64 device tensors -> (rows,) int64 row seeds (a 32-bit step seed, the row in the high half)."""
+    return _call(_step_seeds, key, step, stream, rows)
+
+
+def uniform(seeds: torch.Tensor) -> torch.Tensor:
+    """(R,) row seeds -> (R,) fp32 uniform on (0, 1): 24 random bits, never exactly 0 or 1."""
+    return _call(_uniform, seeds)
+
+
+def randint(seeds: torch.Tensor, high: int) -> torch.Tensor:
+    """(R,) row seeds -> (R,) int64 uniform on [0, high) by multiply-shift (bias below high / 2**32)."""
+    assert 0 < high < 2**31, f"high must be in (0, 2**31), got {high}"
+    return _call(_randint, seeds, high)
