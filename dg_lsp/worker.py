@@ -139,7 +139,7 @@ class Worker:
         old, self.engine, self.state = self.engine, engine, "ready"
         self.model_name = str(getattr(engine, "name", None) or settings.model_path or "default model")
         log.info("model %s loaded in %.0f ms", self.model_name, (time.perf_counter() - t0) * 1e3)
-        if old is not None and hasattr(old, "close"):
+        if old is not None and old is not engine and hasattr(old, "close"):
             old.close()
         self._follow(engine, gen)
 
