@@ -38,7 +38,7 @@ from dg_lsp.backends.remote import (
 
 log = logging.getLogger(__name__)
 
-WATCH_S = 0.4  # /health poll period; with HEALTH_TIMEOUT_S, a vanished service shows within a second
+WATCH_S = 0.25  # /health poll period; with HEALTH_TIMEOUT_S, a vanished service shows within a second
 HEALTH_TIMEOUT_S = 0.5
 READY_TIMEOUT_S = 1800.0  # a large checkpoint may take minutes to load; dg/status says "loading" meanwhile
 

@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     server = uvicorn.Server(config)
     if args.idle_exit > 0:
         threading.Thread(target=_exit_when_idle, args=(server, state, args.idle_exit), daemon=True).start()
+    # The engine thread holds the GIL between torch calls; each step's event waits for it on the loop thread. A
+    # short switch interval keeps that hand-off under a millisecond (as dg_lsp/__main__.py does for the server).
+    sys.setswitchinterval(0.0005)
     where = args.uds or f"http://{args.host}:{args.port}"
     print(f"dg-lsp serve-engine: listening on {where} (pid {os.getpid()})", file=sys.stderr, flush=True)
     try:

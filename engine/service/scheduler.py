@@ -57,10 +57,13 @@ class Job:
     queued_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
     why: str | None = None  # why it was cancelled (first reason wins)
+    steps: int = 0  # denoising steps done (written by the engine thread)
+    steps_at_cancel: int | None = None
 
     def cancel(self, why: str) -> None:
         if self.why is None:
             self.why = why
+            self.steps_at_cancel = self.steps
         self.token.cancel()
 
     def report(self, kind: str, payload: Any) -> None:
@@ -83,6 +86,7 @@ class Scheduler:
         self._closed = False
         self._ids = itertools.count(1)
         self.counts = {"done": 0, "cancelled": 0, "superseded": 0, "error": 0}
+        self.steps_after_cancel_max = 0  # the most denoising steps a running job did after its cancel
 
     def start(self, backend: InfillBackend) -> None:
         """Start serving with a loaded backend."""
@@ -126,7 +130,8 @@ class Scheduler:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             run = self._running
-            return {"queue": len(self._pending), "running": 0 if run is None else 1, "requests": dict(self.counts)}
+            return {"queue": len(self._pending), "running": 0 if run is None else 1, "requests": dict(self.counts),
+                    "steps_after_cancel_max": self.steps_after_cancel_max}
 
     def stop(self) -> None:
         with self._cond:
@@ -167,7 +172,12 @@ class Scheduler:
             return
         spec = job.spec
         job.started_at = time.perf_counter()
-        on_step = (lambda draft: job.report("step", draft)) if spec.step_events else None
+
+        def on_step(draft: Any) -> None:
+            job.steps += 1
+            if spec.step_events:
+                job.report("step", draft)
+
         try:
             res = backend.infill(spec.context_ids, canvas_length=spec.canvas_length, steps=spec.steps,
                                  entropy_bound=spec.entropy_bound, max_canvases=spec.max_canvases, seed=spec.seed,
@@ -177,6 +187,9 @@ class Scheduler:
             self._count("error")
             job.report("error", f"{type(exc).__name__}: {exc}")
             return
+        if job.steps_at_cancel is not None:
+            with self._cond:
+                self.steps_after_cancel_max = max(self.steps_after_cancel_max, job.steps - job.steps_at_cancel)
         if res.cancelled:
             self._count("cancelled")
             job.report("cancelled", job.why or "cancelled")

@@ -1,11 +1,12 @@
 """Two clients sharing one engine service on the shipped model: the model is loaded once, both get the fills the
 embedded engine makes, a cancel from one leaves the other's fill alone, and a client that disconnects stops its
-canvas at the service."""
+canvas at the service within one denoising step."""
 
 from __future__ import annotations
 
 import threading
 
+import httpx
 import pytest
 from conftest import DEFAULT_MODEL, wait_until
 
@@ -81,11 +82,25 @@ def test_a_cancel_from_one_client_leaves_the_others_fill_alone(service, embedded
 def test_a_client_that_disconnects_mid_fill_stops_its_canvas(service):
     stats = service.health()["requests"]
     body = {"prompt": [2, 5, 3, 4], "stream": True, "dg": {"canvas_length": 64, "steps": 256, "drafts": True,
-                                                           "draft_text": False}}
+                                                           "draft_text": False, "entropy_bound": 1e-4}}
     with service.http() as http, http.stream("POST", "/v1/completions", json=body) as resp:
         for line in resp.iter_lines():
             if '"draft"' in line:
                 break  # the first step is done: hang up
+    wait_until(lambda: service.health()["running"] == 0, 30, "the engine to stop")
+    health = service.health()
+    after = health["requests"]
+    assert after["cancelled"] == stats["cancelled"] + 1 and after["done"] == stats["done"]
+    assert health["steps_after_cancel_max"] <= 1  # the canvas stopped within one denoising step
+
+
+def test_a_plain_request_whose_client_gives_up_is_cancelled_too(service):
+    stats = service.health()["requests"]
+    # a tiny entropy bound accepts about one token a step: the fill would take ~150 steps (seconds)
+    body = {"prompt": [2, 5, 3, 6, 4], "max_tokens": 64, "dg": {"canvas_length": 64, "steps": 256,
+                                                                "entropy_bound": 1e-4}}
+    with service.http(timeout=0.3) as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/completions", json=body)  # the client hangs up after 0.3 s
     wait_until(lambda: service.health()["running"] == 0, 30, "the engine to stop")
     after = service.health()["requests"]
     assert after["cancelled"] == stats["cancelled"] + 1 and after["done"] == stats["done"]
