@@ -49,7 +49,7 @@ def load_local(path: str | Path, prompt_format: str = "auto") -> LocalCheckpoint
     the checkpoint declares it (infill.json, or all three FIM tokens), else chat when it has a chat template."""
     from engine.service.chat import ChatTemplate, find_template
 
-    path = Path(path)
+    path = Path(path).expanduser()
     tok_file = path / "tokenizer.json"
     if not tok_file.is_file():
         raise FileNotFoundError(f"{path} has no tokenizer.json (the prompt is tokenized here, so the backend needs "
