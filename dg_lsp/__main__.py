@@ -9,7 +9,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -40,22 +39,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check(model: str | None) -> int:
-    """Load the model and fill one canvas; one JSON object on stdout."""
-    out: dict = {"ok": False, "model": model or "default"}
-    try:
-        from dg_lsp.config import Settings
-        from dg_lsp.worker import load_engine
+    """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout."""
+    from engine.check import run_check
 
-        t0 = time.perf_counter()
-        eng = load_engine(Settings(model_path=model))
-        out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
-                   load_ms=round((time.perf_counter() - t0) * 1e3, 1))
-        length = min(eng.infill_format.canvas_lengths)
-        res = eng.infill_text("def add(a, b):\n    return ", "\n", canvas_length=length)
-        fill_ms = round(res.timings.get("total_ms", 0.0), 1)
-        out.update(ok=True, fill=res.text, steps=res.steps, fill_ms=fill_ms)
-    except Exception as exc:  # report any failure as JSON: this is a diagnostic command
-        out["error"] = f"{type(exc).__name__}: {exc}"
+    out = run_check(model)
     print(json.dumps(out))
     return 0 if out["ok"] else 1
 

@@ -13,6 +13,7 @@ from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 BACKENDS = ("embedded", "service", "openai")
 
 
@@ -30,6 +31,7 @@ class Settings:
     languages: tuple[str, ...] | None = None
     context_tokens: int = 1024
     drafts: bool = False
+    prompt_format: str = "auto"
     # where fills run (docs/PROTOCOL.md, "Backends"): in this process, the shared engine service, or an
     # OpenAI-compatible server; `api_key_env` is the *name* of the environment variable holding the key
     backend: str = "embedded"
@@ -46,8 +48,8 @@ class Settings:
 
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
-        return (self.model_path, self.device, self.dtype, self.backend, self.endpoint, self.api_key_env, self.model,
-                self.auto_start)
+        return (self.model_path, self.device, self.dtype, self.prompt_format, self.backend, self.endpoint,
+                self.api_key_env, self.model, self.auto_start)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -116,6 +118,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "languages": _languages,
     "context_tokens": _int_range(64, 32768),
     "drafts": _bool,
+    "prompt_format": _choice(PROMPT_FORMATS),
     "backend": _choice(BACKENDS),
     "endpoint": _endpoint,
     "api_key_env": _env_name,
@@ -135,6 +138,7 @@ KEYS: dict[str, str] = {
     "languages": "languages",
     "contextTokens": "context_tokens",
     "drafts": "drafts",
+    "promptFormat": "prompt_format",
     "backend": "backend",
     "endpoint": "endpoint",
     "apiKeyEnv": "api_key_env",

@@ -46,7 +46,8 @@ def load_engine(settings: Settings) -> Any:
 
     if settings.device == "cpu" or (settings.device == "auto" and not torch.cuda.is_available()):
         torch.set_num_threads(1)
-    return Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype)
+    return Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
+                                  prompt_format=settings.prompt_format)
 
 
 def new_cancel_token() -> Any:

@@ -39,10 +39,11 @@ def runtime_dir() -> Path:
     return d
 
 
-def socket_path(model_path: str | None, device: str, dtype: str) -> Path:
-    """The socket of the service for this model, device and dtype (windows agreeing on them share it)."""
+def socket_path(model_path: str | None, device: str, dtype: str, prompt_format: str = "auto") -> Path:
+    """The socket of the service for this model, device, dtype and prompt format (windows agreeing on them share
+    it)."""
     model = str(Path(model_path).expanduser().resolve()) if model_path else "default"
-    key = hashlib.sha256(f"{model}|{device}|{dtype}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{model}|{device}|{dtype}|{prompt_format}".encode()).hexdigest()[:12]
     return runtime_dir() / f"engine-{key}.sock"
 
 
@@ -67,11 +68,12 @@ def _locked(path: Path, timeout_s: float) -> Iterator[None]:
 class AutoStart:
     """Starts `python -m engine.service --uds SOCK ...` when nothing answers on SOCK."""
 
-    def __init__(self, sock: Path, model_path: str | None, device: str, dtype: str) -> None:
+    def __init__(self, sock: Path, model_path: str | None, device: str, dtype: str,
+                 prompt_format: str = "auto") -> None:
         self.sock = sock
         self.log_path = sock.with_suffix(".log")
         self.argv = [sys.executable, "-m", "engine.service", "--uds", str(sock), "--idle-exit", str(IDLE_EXIT_S),
-                     "--device", device, "--dtype", dtype, "--log-level", "INFO"]
+                     "--device", device, "--dtype", dtype, "--prompt-format", prompt_format, "--log-level", "INFO"]
         if model_path:
             self.argv += ["--model", str(Path(model_path).expanduser().resolve())]
         self._procs: list[subprocess.Popen] = []

@@ -46,11 +46,11 @@ def openai_endpoint(text: str) -> Endpoint:
 
 
 class _Remembered:
-    """A chat prompt format that remembers the messages behind the context ids it hands out (the server passes
-    only ids to `infill`; the chat endpoint wants the messages)."""
+    """A chat prompt format (engine.prompts.ChatFormat) that remembers the messages behind the context ids it hands
+    out: the server passes only ids to `infill`, the chat endpoint wants the messages."""
 
-    def __init__(self, inner: Any, size: int = 64) -> None:
-        self._inner, self._size = inner, size
+    def __init__(self, inner: Any, decode: Callable[[list[int]], str], size: int = 64) -> None:
+        self._inner, self._decode, self._size = inner, decode, size
         self._seen: OrderedDict[tuple[int, ...], list[dict]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -60,7 +60,7 @@ class _Remembered:
     def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: Any = None) -> list[int]:
         ids = self._inner.context(prefix_ids, suffix_ids, hole)
         with self._lock:
-            self._seen[tuple(ids)] = self._inner.messages(prefix_ids, suffix_ids, hole)
+            self._seen[tuple(ids)] = self._inner.messages(self._decode(prefix_ids), self._decode(suffix_ids), hole)
             while len(self._seen) > self._size:
                 self._seen.popitem(last=False)
         return ids
@@ -76,8 +76,8 @@ class OpenAIBackend:
     def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint) -> None:
         self.endpoint, self._headers, self.model, self.local = endpoint, headers, model, local
         fmt = local.prompt_format
-        self._format = _Remembered(fmt) if fmt.name == "chat" else fmt
-        self.template_kwargs = dict(getattr(fmt, "template_kwargs", TEMPLATE_KWARGS))
+        self._format = _Remembered(fmt, local.decode) if fmt.name == "chat" else fmt
+        self.template_kwargs = dict(TEMPLATE_KWARGS)
         self.status = RemoteState()
         self._loop = LoopThread("dg-openai-client")
         self._http = self._loop.run(_make_async(endpoint, headers))
@@ -90,7 +90,7 @@ class OpenAIBackend:
             raise ValueError("backend openai needs endpoint: the server's API base, e.g. http://gpu-box:8000/v1")
         endpoint = openai_endpoint(settings.endpoint)
         headers = {"Authorization": f"Bearer {key}"} if (key := api_key_from(settings.api_key_env)) else {}
-        local = load_local(settings.model_path or default_model_dir(), getattr(settings, "prompt_format", "auto"))
+        local = load_local(settings.model_path or default_model_dir(), settings.prompt_format)
         with endpoint.client(10.0, headers, sync=True) as http:
             try:
                 resp = http.get("models")

@@ -107,10 +107,11 @@ class ServiceBackend:
             endpoint = Endpoint.parse(settings.endpoint)
         else:
             endpoint = Endpoint("http://dg-engine", str(socket_path(settings.model_path, settings.device,
-                                                                    settings.dtype)))
+                                                                    settings.dtype, settings.prompt_format)))
         starter = None
         if settings.auto_start and endpoint.uds:
-            starter = AutoStart(Path(endpoint.uds), settings.model_path, settings.device, settings.dtype)
+            starter = AutoStart(Path(endpoint.uds), settings.model_path, settings.device, settings.dtype,
+                                settings.prompt_format)
         with endpoint.client(HEALTH_TIMEOUT_S * 4, headers, sync=True) as http:
             def ping() -> bool:
                 return _health(http) is not None

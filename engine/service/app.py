@@ -27,7 +27,8 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.service.chat import ChatTemplate, ChatUnavailable
+from engine.prompts.template import ChatTemplate
+from engine.service.chat import ChatUnavailable, chat_template, render
 from engine.service.requests import (
     BadRequest,
     Limits,
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # The small files a client needs to tokenize and lay out prompts as the service does (never the weights).
 CHECKPOINT_FILES = ("config.json", "generation_config.json", "infill.json", "tokenizer.json", "tokenizer_config.json",
-                    "chat_template.jinja", "special_tokens_map.json")
+                    "chat_template.jinja", "chat_template.json", "special_tokens_map.json")
 
 
 @dataclass
@@ -91,9 +92,11 @@ class ServiceState:
                 self.files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         self.checkpoint_id = hashlib.sha256(json.dumps(self.files, sort_keys=True).encode()).hexdigest()[:16]
         try:
-            self.chat = ChatTemplate.load(path)
+            self.chat = chat_template(backend, path)
         except ChatUnavailable as exc:
             self.chat, self.chat_error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 -- a broken template: completions are still served
+            self.chat, self.chat_error = None, f"the chat template cannot be used: {exc}"
         self.scheduler.max_queue = self.limits.max_queue
         self.scheduler.start(backend)
         self.model_loads += 1
@@ -210,7 +213,8 @@ async def _fill(request: Request, state: ServiceState, chat: bool) -> Response:
         if chat:
             if state.chat is None:
                 raise BadRequest(state.chat_error)
-            parsed = parse_chat(body, state.info, state.limits, state.chat.render)
+            template = state.chat
+            parsed = parse_chat(body, state.info, state.limits, lambda m, kw, gen: render(template, m, kw, gen))
         else:
             parsed = parse_completion(body, state.info, state.limits)
     except BadRequest as exc:

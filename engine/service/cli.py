@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", metavar="DIR", default=None, help="checkpoint directory (default: the shipped model)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--prompt-format", default="auto", choices=["auto", "fim", "chat"],
+                   help="how holes are prompted (auto: fim when the checkpoint declares it, else its chat template)")
     p.add_argument("--api-key-env", metavar="NAME", default=None,
                    help="name of the environment variable holding the API key clients must send as a Bearer token")
     p.add_argument("--served-model-name", default=None, help="model id in the API (default: the directory name)")
@@ -91,7 +93,8 @@ def bind_unix(path: Path) -> socket.socket:
     return sock
 
 
-def load_into(state: Any, model: str | None, device: str, dtype: str, prefix_cache: int) -> None:
+def load_into(state: Any, model: str | None, device: str, dtype: str, prefix_cache: int,
+              prompt_format: str = "auto") -> None:
     """The loading thread: import torch, load the checkpoint, attach it (or record why it failed)."""
     try:
         import torch
@@ -102,7 +105,8 @@ def load_into(state: Any, model: str | None, device: str, dtype: str, prefix_cac
             torch.set_num_threads(1)  # see dg_lsp.worker.load_engine: small matrices, shared cores
         path = Path(model) if model else default_model_path()
         state.model_path = path
-        engine = Engine.from_pretrained(path, device=device, dtype=dtype, prefix_cache_size=prefix_cache)
+        engine = Engine.from_pretrained(path, device=device, dtype=dtype, prefix_cache_size=prefix_cache,
+                                        prompt_format=prompt_format)
         state.attach(engine, path)
         logging.getLogger(__name__).info("model %s loaded", path)
     except Exception as exc:  # noqa: BLE001 -- reported on /health, the service stays up to say so
@@ -153,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         sock = bind_unix(uds)
     state = ServiceState(limits=limits, api_key=key, served_name=args.served_model_name)
     state.model_path = Path(args.model) if args.model else None
-    threading.Thread(target=load_into, args=(state, args.model, args.device, args.dtype, args.prefix_cache),
-                     name="dg-service-load", daemon=True).start()
+    threading.Thread(target=load_into, args=(state, args.model, args.device, args.dtype, args.prefix_cache,
+                                             args.prompt_format), name="dg-service-load", daemon=True).start()
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port,
                             fd=sock.fileno() if sock is not None else None, log_level=args.log_level.lower(),
                             access_log=False, lifespan="off", timeout_graceful_shutdown=2,

@@ -10,7 +10,9 @@ import pytest
 from conftest import CHAT_TEMPLATE, DEFAULT_MODEL
 from fakes import FakeBackend
 from starlette.testclient import TestClient
+from tokenizers import Tokenizer
 
+from engine.config import load_config
 from engine.service.app import ServiceState, create_app
 from engine.service.requests import Limits
 
@@ -24,6 +26,8 @@ def make(tmp_path, key: str | None = None, chat: bool = False, limits: Limits | 
         (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<bos>",
                                                                      "chat_template": CHAT_TEMPLATE}))
     backend = FakeBackend(steps=3)
+    backend.tokenizer = Tokenizer.from_file(str(DEFAULT_MODEL / "tokenizer.json"))  # what a chat template needs
+    backend.config = load_config(DEFAULT_MODEL)
     state = ServiceState(limits=limits or Limits(), api_key=key)
     state.attach(backend, tmp_path)
     return TestClient(create_app(state)), backend, state

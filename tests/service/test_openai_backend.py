@@ -8,7 +8,6 @@ import dataclasses
 import shutil
 import signal
 import threading
-from types import SimpleNamespace
 
 import pytest
 from conftest import private_dir, start_service, wait_until
@@ -23,10 +22,8 @@ PREFIX, SUFFIX = "def area(width, height):\n    ", "\n\n\nprint(area(2, 3))\n"
 HOLE = HoleInfo(kind="statement", language="python", filename="geometry.py", lines=1)
 
 
-def settings(**kw) -> SimpleNamespace:
-    """The server's Settings plus `prompt_format` (the published-checkpoint setting, not on main yet)."""
-    base = dataclasses.asdict(Settings(backend="openai"))
-    return SimpleNamespace(**{**base, "prompt_format": "auto", **kw})
+def settings(**kw) -> Settings:
+    return dataclasses.replace(Settings(backend="openai"), **kw)
 
 
 @pytest.fixture
@@ -62,9 +59,9 @@ def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint):
     path, body, _ = vllm.requests[-1]
     assert path == "/v1/chat/completions"
     assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] == 32
-    assert body["messages"] == fmt.messages(b.encode(PREFIX), b.encode(SUFFIX), HOLE)
+    assert body["messages"] == fmt.messages(PREFIX, SUFFIX, HOLE)
     assert "geometry.py" in body["messages"][0]["content"] and PREFIX in body["messages"][0]["content"]
-    assert fmt.answer(res.text) == "return width * height"
+    assert fmt.answer(res.text, PREFIX, SUFFIX) == "return width * height"
 
 
 def test_an_error_body_answers_empty_and_the_backend_stays_ready(vllm):
