@@ -1,6 +1,5 @@
-"""Fixtures for tests/service: engine services started as real processes (`python -m engine.service`) on Unix
-sockets in private temporary directories, and a private runtime and cache directory for every test (so auto-start
-and the checkpoint cache never touch the user's own)."""
+"""Fixtures for tests/service: a private runtime and cache directory for every test (auto-start and the checkpoint
+cache never touch the user's own), a shared service on the shipped model, and a chat checkpoint."""
 
 from __future__ import annotations
 
@@ -8,88 +7,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from service_harness import CHAT_TEMPLATE, DEFAULT_MODEL, private_dir, start_service
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MODEL = ROOT / "engine" / "default_model"
-# A chat template in Gemma 4's turn format with the thinking switch (REFERENCE.md §7), for chat-format tests.
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|turn>{{ m.role }}\n{{ m.content }}<turn|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|turn>model\n{% if enable_thinking is defined and not enable_thinking"
-                 " %}<|channel>thought\n<channel|>{% endif %}{% endif %}")
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env.update(extra)
-    return env
-
-
-def private_dir() -> Path:
-    """A short path (Unix socket paths are limited to ~107 bytes), mode 0700."""
-    return Path(tempfile.mkdtemp(prefix="dgs-"))
-
-
-def wait_until(pred, timeout: float = 60.0, what: str = "") -> object:
-    deadline = time.monotonic() + timeout
-    while not (value := pred()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what or pred}")
-        time.sleep(0.02)
-    return value
-
-
-class Service:
-    """A running engine service process."""
-
-    def __init__(self, proc: subprocess.Popen, sock: Path, headers: dict[str, str] | None = None) -> None:
-        self.proc, self.sock, self.headers = proc, sock, headers or {}
-
-    @property
-    def endpoint(self) -> str:
-        return f"unix:{self.sock}"
-
-    def http(self, timeout: float = 30.0) -> httpx.Client:
-        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.sock)), base_url="http://dg-engine",
-                            timeout=timeout, headers=self.headers)
-
-    def health(self) -> dict | None:
-        try:
-            with self.http(2.0) as c:
-                r = c.get("/health")
-                return r.json() if r.status_code == 200 else None
-        except httpx.HTTPError:
-            return None
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(20)
-
-
-def start_service(directory: Path, *args: str, model: Path | None = None, env: dict | None = None) -> Service:
-    sock = directory / "engine.sock"
-    cmd = [sys.executable, "-m", "engine.service", "--uds", str(sock), *args]
-    if model is not None:
-        cmd += ["--model", str(model)]
-    proc = subprocess.Popen(cmd, env=env or child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    svc = Service(proc, sock)
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the service exited: {proc.stderr.read().decode(errors='replace')}")
-        h = svc.health()
-        return bool(h and h["state"] == "ready")
-
-    wait_until(ready, 120, "the engine service")
-    return svc
+from dg_lsp.backends.factory import build_backend
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +54,17 @@ def chat_checkpoint(tmp_path_factory) -> Path:
         '{"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "chat_template": '
         + json.dumps(CHAT_TEMPLATE) + "}")
     return d
+
+
+@pytest.fixture
+def connect():
+    """build_backend, with every backend the test made closed at its end (their watchers stop)."""
+    made = []
+
+    def build(settings):
+        made.append(build_backend(settings))
+        return made[-1]
+
+    yield build
+    for backend in made:
+        backend.close()

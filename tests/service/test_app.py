@@ -7,8 +7,8 @@ import json
 import shutil
 
 import pytest
-from conftest import CHAT_TEMPLATE, DEFAULT_MODEL
-from fakes import FakeBackend
+from service_fakes import FakeBackend
+from service_harness import CHAT_TEMPLATE, DEFAULT_MODEL
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 

@@ -12,7 +12,7 @@ import sys
 
 import httpx
 import pytest
-from conftest import child_env, private_dir, start_service, wait_until
+from service_harness import child_env, private_dir, start_service, wait_until
 
 from engine.service.cli import EXIT_RUNNING, EXIT_USAGE, is_loopback
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import child_env
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
+from service_harness import child_env
 
 from dg_lsp.backends.autostart import socket_path
 

@@ -10,10 +10,9 @@ import signal
 import threading
 
 import pytest
-from conftest import private_dir, start_service, wait_until
 from fake_vllm import MODEL, FakeVLLM
+from service_harness import private_dir, start_service, wait_until
 
-from dg_lsp.backends.factory import build_backend
 from dg_lsp.backends.remote import CancelToken
 from dg_lsp.config import Settings
 from engine.seam import HoleInfo
@@ -37,8 +36,8 @@ def context(backend, hole: HoleInfo | None = None) -> list[int]:
     return backend.prompt_format.context(backend.encode(PREFIX), backend.encode(SUFFIX), hole)
 
 
-def test_fim_through_completions_with_token_ids(vllm):
-    b = build_backend(settings(endpoint=vllm.url, api_key_env="DG_VLLM_KEY"))
+def test_fim_through_completions_with_token_ids(vllm, connect):
+    b = connect(settings(endpoint=vllm.url, api_key_env="DG_VLLM_KEY"))
     assert b.model_name == MODEL and b.drafts is False and b.prompt_format.name == "fim"
     ids = context(b)
     steps: list[object] = []
@@ -49,9 +48,9 @@ def test_fim_through_completions_with_token_ids(vllm):
     assert body == {"model": MODEL, "prompt": ids, "max_tokens": 32, "stream": True}
 
 
-def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint):
+def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint, connect):
     vllm.answer = ["```python\nreturn width", " * height\n```"]
-    b = build_backend(settings(endpoint=vllm.url.removesuffix("/v1"), model_path=str(chat_checkpoint),
+    b = connect(settings(endpoint=vllm.url.removesuffix("/v1"), model_path=str(chat_checkpoint),
                                prompt_format="chat", model=MODEL))
     fmt = b.prompt_format
     assert fmt.name == "chat"
@@ -64,8 +63,8 @@ def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint):
     assert fmt.answer(res.text, PREFIX, SUFFIX) == "return width * height"
 
 
-def test_an_error_body_answers_empty_and_the_backend_stays_ready(vllm):
-    b = build_backend(settings(endpoint=vllm.url))
+def test_an_error_body_answers_empty_and_the_backend_stays_ready(vllm, connect):
+    b = connect(settings(endpoint=vllm.url))
     vllm.mode = "error-body"
     res = b.infill(context(b), canvas_length=16)
     assert res.text == "" and "maximum context length" in res.error
@@ -74,15 +73,15 @@ def test_an_error_body_answers_empty_and_the_backend_stays_ready(vllm):
     assert b.infill(context(b), canvas_length=16).text == "return width * height"
 
 
-def test_an_error_event_mid_stream_answers_empty(vllm):
-    b = build_backend(settings(endpoint=vllm.url))
+def test_an_error_event_mid_stream_answers_empty(vllm, connect):
+    b = connect(settings(endpoint=vllm.url))
     vllm.mode = "error-event"
     res = b.infill(context(b), canvas_length=16)
     assert res.text == "" and res.error == "engine dead"
 
 
-def test_a_dropped_connection_answers_empty_then_the_backend_recovers(vllm):
-    b = build_backend(settings(endpoint=vllm.url))
+def test_a_dropped_connection_answers_empty_then_the_backend_recovers(vllm, connect):
+    b = connect(settings(endpoint=vllm.url))
     states: list[str] = []
     b.watch_state(lambda state, message: states.append(state))
     vllm.mode = "drop"
@@ -94,8 +93,8 @@ def test_a_dropped_connection_answers_empty_then_the_backend_recovers(vllm):
     assert b.infill(context(b), canvas_length=16).text == "return width * height"
 
 
-def test_cancelling_closes_the_request(vllm):
-    b = build_backend(settings(endpoint=vllm.url))
+def test_cancelling_closes_the_request(vllm, connect):
+    b = connect(settings(endpoint=vllm.url))
     vllm.mode = "hang"
     token = CancelToken()
     threading.Timer(0.3, token.cancel).start()
@@ -104,9 +103,9 @@ def test_cancelling_closes_the_request(vllm):
     assert vllm.hung_up.wait(10), "the server never saw the request closed"
 
 
-def test_fills_holes_against_the_projects_own_service(service):
-    remote = build_backend(settings(endpoint=service.endpoint))
-    through_service = build_backend(Settings(backend="service", endpoint=service.endpoint, auto_start=False))
+def test_fills_holes_against_the_projects_own_service(service, connect):
+    remote = connect(settings(endpoint=service.endpoint))
+    through_service = connect(Settings(backend="service", endpoint=service.endpoint, auto_start=False))
     assert remote.model_name == "default_model"
     ids = context(remote)
     assert ids == context(through_service)
@@ -115,11 +114,11 @@ def test_fills_holes_against_the_projects_own_service(service):
     assert res.text == through_service.infill(ids, canvas_length=16).text
 
 
-def test_chat_fills_against_the_projects_own_service(chat_checkpoint):
+def test_chat_fills_against_the_projects_own_service(chat_checkpoint, connect):
     d = private_dir()
     svc = start_service(d, model=chat_checkpoint)
     try:
-        b = build_backend(settings(endpoint=svc.endpoint, model_path=str(chat_checkpoint), prompt_format="chat"))
+        b = connect(settings(endpoint=svc.endpoint, model_path=str(chat_checkpoint), prompt_format="chat"))
         res = b.infill(context(b, HOLE), canvas_length=16)
         assert not res.cancelled and res.error is None
         assert svc.health()["requests"]["done"] == 1

@@ -11,10 +11,9 @@ import subprocess
 import sys
 
 import httpx
-from conftest import child_env, private_dir, start_service, wait_until
+from service_harness import child_env, private_dir, start_service, wait_until
 
 from dg_lsp.backends.autostart import socket_path
-from dg_lsp.backends.factory import build_backend
 from dg_lsp.config import Settings
 
 PREFIX, SUFFIX = "for item in items:\n    ", "\n"
@@ -25,11 +24,11 @@ def fill(backend) -> object:
     return backend.infill(ids, canvas_length=16)
 
 
-def test_the_service_killed_and_restarted_by_hand_under_a_running_client():
+def test_the_service_killed_and_restarted_by_hand_under_a_running_client(connect):
     d = private_dir()
     svc = start_service(d)
     try:
-        backend = build_backend(Settings(backend="service", endpoint=svc.endpoint, auto_start=False))
+        backend = connect(Settings(backend="service", endpoint=svc.endpoint, auto_start=False))
         states: list[tuple[str, str]] = []
         backend.watch_state(lambda state, message: states.append((state, message)))
         first = fill(backend)
@@ -48,8 +47,8 @@ def test_the_service_killed_and_restarted_by_hand_under_a_running_client():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_with_auto_start_the_client_starts_the_service_and_brings_it_back():
-    backend = build_backend(Settings(backend="service"))  # nothing runs yet: this starts it
+def test_with_auto_start_the_client_starts_the_service_and_brings_it_back(connect):
+    backend = connect(Settings(backend="service"))  # nothing runs yet: this starts it
     sock = socket_path(None, "auto", "auto")
     assert backend.endpoint.uds == str(sock)
     assert oct(sock.parent.stat().st_mode & 0o777) == "0o700" and oct(sock.stat().st_mode & 0o777) == "0o600"

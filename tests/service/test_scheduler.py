@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from fakes import FakeBackend
+from service_fakes import FakeBackend
 
 from engine.service.scheduler import FillSpec, QueueFull, Scheduler
 

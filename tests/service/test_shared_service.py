@@ -8,9 +8,8 @@ import threading
 
 import httpx
 import pytest
-from conftest import DEFAULT_MODEL, wait_until
+from service_harness import DEFAULT_MODEL, wait_until
 
-from dg_lsp.backends.factory import build_backend
 from dg_lsp.backends.remote import CancelToken
 from dg_lsp.config import Settings
 
@@ -24,16 +23,16 @@ def embedded():
     return Engine.from_pretrained(DEFAULT_MODEL, device="cpu")
 
 
-def connect(service) -> object:
-    return build_backend(Settings(backend="service", endpoint=service.endpoint, auto_start=False))
+def join(connect, service) -> object:
+    return connect(Settings(backend="service", endpoint=service.endpoint, auto_start=False))
 
 
 def context(backend, prefix: str = PREFIX) -> list[int]:
     return backend.prompt_format.context(backend.encode(prefix), backend.encode(SUFFIX))
 
 
-def test_two_clients_share_one_loaded_model_and_get_the_embedded_engines_fills(service, embedded):
-    a, b = connect(service), connect(service)
+def test_two_clients_share_one_loaded_model_and_get_the_embedded_engines_fills(service, embedded, connect):
+    a, b = join(connect, service), join(connect, service)
     ids_a, ids_b = context(a), context(b, "def area(w, h):\n    return ")
     assert ids_a == context(embedded) and a.splits_before_newline == embedded.splits_before_newline
     results: dict[str, object] = {}
@@ -54,8 +53,8 @@ def test_two_clients_share_one_loaded_model_and_get_the_embedded_engines_fills(s
     assert a.model_name == b.model_name == "default_model" and a.client_id != b.client_id
 
 
-def test_a_cancel_from_one_client_leaves_the_others_fill_alone(service, embedded):
-    a, b = connect(service), connect(service)
+def test_a_cancel_from_one_client_leaves_the_others_fill_alone(service, embedded, connect):
+    a, b = join(connect, service), join(connect, service)
     ids_b = context(b)
     want = embedded.infill(ids_b, canvas_length=32, steps=24)
     before = service.health()["requests"]["cancelled"]
