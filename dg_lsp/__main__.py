@@ -1,33 +1,31 @@
 """The `dg-lsp` command: serve LSP on stdio (default) or TCP, print the version, or check the model.
 
-stdout belongs to the LSP stream, so every log line goes to stderr.
+stdout belongs to the LSP stream, so every log line goes to stderr. Exit codes: LSP's (0 after shutdown and exit,
+1 for exit without shutdown or a stream that ended first), 2 for a command line it refuses.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
+import os
 import sys
 
-
-def _host_port(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    try:
-        n = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT, got {value!r}") from None
-    if not 0 < n < 65536:
-        raise argparse.ArgumentTypeError(f"port out of range: {n}")
-    return host or "127.0.0.1", n
+from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="dg-lsp", description="Language server that fills code holes with a "
                                 "text-diffusion LLM. With no arguments it serves LSP on stdio; "
                                 "`dg-lsp serve-engine` serves one model to every editor on the machine.")
-    p.add_argument("--tcp", metavar="[HOST:]PORT", type=_host_port,
-                   help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1)")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", type=parse_host_port,
+                   help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1; IPv6 as [::1]:PORT); a host that "
+                   "is not loopback needs --token-env")
+    p.add_argument("--token-env", metavar="NAME", default=None,
+                   help="with --tcp: clients must send the token held in environment variable NAME as "
+                   "initializationOptions.token (at least 16 characters)")
     p.add_argument("--model", metavar="PATH", default=None,
                    help="checkpoint used while the client's modelPath is null (default: the shipped model)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
@@ -61,6 +59,16 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # pygls logs every message body at INFO; keep that for DEBUG only.
     logging.getLogger("pygls").setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.WARNING)
+    token = None
+    if args.token_env is not None and not args.tcp:
+        print("dg-lsp: --token-env goes with --tcp", file=sys.stderr)
+        return 2
+    if args.tcp:
+        try:
+            token = required_token(args.tcp[0], args.token_env, os.environ)
+        except ValueError as e:
+            print(f"dg-lsp: {e}", file=sys.stderr)
+            return 2
     from dg_lsp.server import build_server, server_version
 
     if args.version:
@@ -68,15 +76,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         return check(args.model)
-    server = build_server(default_model=args.model)
     # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
     # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
     sys.setswitchinterval(GIL_SWITCH_S)
     if args.tcp:
-        server.start_tcp(*args.tcp)
-    else:
-        server.start_io()
-    return 0
+        try:
+            asyncio.run(serve_tcp(lambda: build_server(default_model=args.model), *args.tcp, token))
+        except OSError as e:  # the address is taken or cannot be bound
+            print(f"dg-lsp: cannot listen on {args.tcp[0]}:{args.tcp[1]}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            pass
+        return 0
+    from dg_lsp.stdio import serve_stdio
+
+    return serve_stdio(build_server(default_model=args.model))
 
 
 if __name__ == "__main__":

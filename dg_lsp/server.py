@@ -20,6 +20,7 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
+from dg_lsp import debug
 from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 from dg_lsp.canvas import build_request
 from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_command
@@ -598,4 +599,5 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     def shutdown(ls: DgServer, params: None) -> None:
         ls.worker.shutdown()
 
+    debug.register(server)
     return server

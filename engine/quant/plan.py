@@ -40,9 +40,13 @@ class WeightPlan:
             # dequantized on the device, in the compute dtype (one tensor at a time)
             value = dequantize(value.to(self.device), self.dtype)
         if not quant:
-            # copy=True: safetensors hands out tensors backed by the file's mmap; a kept alias would pin the whole
-            # shard's touched pages (quantized tensors included) in resident memory for the model's lifetime
-            return {key: value.to(device=self.device, dtype=self.dtype, copy=True)}
+            # Quantized plans copy: safetensors hands out tensors backed by the file's mmap, and a kept alias would pin
+            # the whole shard's touched pages (quantized tensors included) in resident memory for the model's
+            # lifetime. Unquantized plans keep the tensor as loaded, as transformers does: with a copy, some CPU
+            # matmuls differ from the reference's in their last bits (most likely the copy's memory alignment picks
+            # another kernel), which flipped sampled tokens in tests/engine/test_parity.py.
+            copy = self.fmt in QUANTIZED
+            return {key: value.to(device=self.device, dtype=self.dtype, copy=copy)}
         parts = quantize(value, self.fmt, self.device, symmetric=self.symmetric, group_size=self.group_size)
         del value
         _trim_heap()
