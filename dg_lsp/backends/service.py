@@ -118,13 +118,18 @@ class ServiceBackend:
 
             if starter is not None:
                 starter.ensure(ping)
+            _check_key(http, endpoint)
             deadline = time.monotonic() + ready_timeout_s
+            retried = False
             while (health := _health(http)) is None or health.get("state") == "loading":
                 if health is None and starter is None:
                     raise ConnectionError(f"no engine service answers at {endpoint} (start one with `dg-lsp "
                                           "serve-engine`, or set autoStart with a unix: endpoint or none)")
-                if health is None:
-                    starter.ensure(ping)  # it died while loading: one more try, then its error stands
+                if health is None:  # it died while loading: one more start, then its log says why
+                    if retried:
+                        raise RuntimeError(f"the engine service exited while loading: {starter.log_tail()}")
+                    retried = True
+                    starter.ensure(ping)
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the engine service at {endpoint} is still loading its model")
                 time.sleep(0.1)
@@ -247,6 +252,15 @@ async def _stream_fill(http: httpx.AsyncClient, body: dict[str, Any], put: Calla
                                     reused_prefix_tokens=int(dg.get("reused_prefix_tokens", 0)),
                                     timings=dict(dg.get("timings") or {}))
     raise RemoteError("the engine service ended the stream without a result")
+
+
+def _check_key(http: httpx.Client, endpoint: Endpoint) -> None:
+    try:
+        status = http.get("/health").status_code
+    except httpx.HTTPError:
+        return  # not answering: the caller says so
+    if status == 401:
+        raise PermissionError(f"the engine service at {endpoint} refused the API key (check apiKeyEnv)")
 
 
 def _health(http: httpx.Client) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from service_harness import child_env, private_dir, start_service, wait_until
 
+from dg_lsp.config import Settings
 from engine.service.cli import EXIT_RUNNING, EXIT_USAGE, is_loopback
 
 
@@ -62,7 +63,7 @@ def test_a_second_service_on_the_same_socket_exits_and_the_first_keeps_serving()
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_with_a_key_a_tcp_service_answers_401_without_it():
+def test_with_a_key_a_tcp_service_answers_401_without_it(monkeypatch, connect):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -85,6 +86,14 @@ def test_with_a_key_a_tcp_service_answers_401_without_it():
         ok = httpx.post(f"{url}/v1/completions", json={"prompt": [2, 3], "max_tokens": 16}, headers=good, timeout=60)
         assert ok.status_code == 200 and ok.json()["choices"][0]["finish_reason"] in ("stop", "length")
         assert httpx.get(f"{url}/health", headers=good).json()["requests"]["done"] == 1  # the 401s never queued
+        # the service backend over TCP with the key from apiKeyEnv; a wrong key is named as such
+        monkeypatch.setenv("DG_TEST_KEY", "k-123")
+        monkeypatch.setenv("DG_WRONG_KEY", "k-456")
+        backend = connect(Settings(backend="service", endpoint=url, api_key_env="DG_TEST_KEY"))
+        ids = backend.prompt_format.context(backend.encode("x = "), backend.encode("\n"))
+        assert not backend.infill(ids, canvas_length=16).cancelled
+        with pytest.raises(PermissionError, match="refused the API key"):
+            connect(Settings(backend="service", endpoint=url, api_key_env="DG_WRONG_KEY"))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
