@@ -38,6 +38,7 @@ SELECTION_MARGIN = 8
 _ROUNDS = 4
 SNAP_LINES = 16
 SPARE_STEP = 128
+IMPORT_SCAN = 256
 
 
 @dataclass(frozen=True)
@@ -133,12 +134,15 @@ def _enclosing(snap: Snapshot, offset: int) -> list[tuple[int, int]]:
 
 
 def _imports(snap: Snapshot, before: int) -> list[tuple[int, int]]:
-    """Whole-line spans of top-level import nodes that end before `before`."""
+    """Whole-line spans of top-level import nodes that end before `before`, among the first IMPORT_SCAN top-level
+    nodes (imports sit at the head of a file; a file of 100,000 statements must not cost a walk over all)."""
     if snap.tree is None or snap.spec is None:
         return []
     text, out = snap.text, []
     limit = snap.byte_offset(before)
-    for node in snap.tree.root_node.children:
+    root = snap.tree.root_node
+    for i in range(min(root.child_count, IMPORT_SCAN)):
+        node = root.child(i)
         if node.start_byte >= limit:
             break
         if node.type in snap.spec.imports and node.end_byte <= limit:
@@ -192,7 +196,7 @@ def _choose_prefix(snap: Snapshot, start: int, chars: int) -> str:
     # 5. stickiness: unless the span reaches the floor, start it at the next line whose number is a multiple
     # of SNAP_LINES, so a growing cursor line does not move the start (and the KV cache stays valid)
     if near > floor:
-        line_no = text.count("\n", 0, near)
+        line_no = snap.line_of(near)
         skip = (-line_no) % SNAP_LINES
         snapped = near
         while skip and snapped < line_start:

@@ -1,9 +1,16 @@
 """Code actions and the two commands: dg.fillHole and dg.rewriteSelection, each one fill and then exactly one
-workspace/applyEdit against the document version the fill was computed for (docs/PROTOCOL.md)."""
+workspace/applyEdit against the document version the fill was computed for (docs/PROTOCOL.md).
+
+A command reads its positions against the document as it was when the command arrived (`command`, run by pygls
+at once, in order with the didChanges; see dg_lsp.server); if the document has changed by the time the fill is
+ready, nothing is applied: `{"applied": false, "reason": "document changed"}`. A code action puts the document's
+version in the commands it offers, so a command run after further edits is refused the same way.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
@@ -13,18 +20,21 @@ from dg_lsp.context import hole_at_cursor, hole_for_selection
 from dg_lsp.edits import lsp_text_edit
 
 if TYPE_CHECKING:
-    from dg_lsp.server import DgServer
+    from dg_lsp.server import DgServer, Received
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
+MAX_POSITION = 2**31 - 1  # LSP's uinteger
+SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and canvases would be unbounded)
 
 
 def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
     """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty."""
     uri = params.text_document.uri
-    if uri not in ls.store:
+    version = ls.doc_version(uri)
+    if version is None:
         return []
-    doc = {"uri": uri}
+    doc = {"uri": uri, "version": version}
     rng = params.range
     actions = [T.Command(title="Fill hole", command=FILL_HOLE,
                          arguments=[{"textDocument": doc, "position": rng.start}])]
@@ -34,31 +44,50 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
     return actions
 
 
-async def run_command(ls: DgServer, params: T.ExecuteCommandParams) -> dict[str, Any]:
-    """dg.fillHole / dg.rewriteSelection: one fill, then exactly one workspace/applyEdit, or nothing."""
+def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any, dict[str, Any]]:
+    """dg.fillHole / dg.rewriteSelection as pygls runs it: the arguments checked and the document's snapshot taken
+    where the command arrives, then `run_command` as a task (see the module docstring)."""
+    arg = parse_command_args(params.command, params.arguments)
+    positions = [arg["start"], arg["end"]] if params.command == REWRITE_SELECTION else [arg["position"]]
+    seen = ls.receive(arg["uri"], positions, params.command)
+    return (yield run_command, (ls, params, arg, seen), None)
+
+
+async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[str, Any], seen: Received
+                      ) -> dict[str, Any]:
+    """One fill against `seen.snap`, then exactly one workspace/applyEdit, or nothing."""
+    if not ls.started():
+        return {"applied": False, "reason": "cancelled", "latencyMs": 0.0}
+    try:
+        return await _run_command(ls, params, arg, seen)
+    finally:
+        ls.finished()
+
+
+async def _run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[str, Any], seen: Received
+                       ) -> dict[str, Any]:
     t0 = time.perf_counter()
     rewrite = params.command == REWRITE_SELECTION
-    arg = parse_command_args(params.command, params.arguments)
 
     def done(applied: bool, reason: str | None) -> dict[str, Any]:
         ms = round((time.perf_counter() - t0) * 1e3, 1)
         return {"applied": applied, "reason": reason, "latencyMs": ms}
 
-    uri = arg["uri"]
-    snap = ls.store.snapshot(uri)
+    uri, snap = arg["uri"], seen.snap
     if snap is None:
         return done(False, f"unknown document {uri}")
+    if (arg["version"] is not None and arg["version"] != snap.version) or ls.moved_on(snap):
+        return done(False, "document changed")
     if rewrite:
-        start, end = ls.offset(snap, arg["start"]), ls.offset(snap, arg["end"])
-        if start is None or end is None or end < start:
-            raise JsonRpcInvalidParams(f"{params.command}: range is outside the document")
+        start, end = sorted((ls.offset(snap, arg["start"]), ls.offset(snap, arg["end"])))
+        if end - start > SELECTION_MAX_CHARS:
+            return done(False, f"selection too long ({end - start} characters; at most {SELECTION_MAX_CHARS})")
     else:
         start = end = ls.offset(snap, arg["position"])
-        if start is None:
-            raise JsonRpcInvalidParams(f"{params.command}: position is outside the document")
     if (why := ls.not_ready()) is not None:
         ls.send_status(message=why)
         return done(False, why)
+    snap = await ls.fresh_snapshot(snap)
     hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
     token = params.work_done_token
     if token is not None:
@@ -74,7 +103,7 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams) -> dict[str,
         return done(False, out.reason)
     edit = lsp_text_edit(snap, hole, out.fill, ls.encoding)
     # Checked with no await before the send, so no didChange can slip in between.
-    if ls.doc_version(uri) != snap.version:
+    if ls.moved_on(snap):
         return done(False, "document changed")
     versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
     doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
@@ -96,7 +125,7 @@ def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:
 
 
 def _nat(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_POSITION
 
 
 def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, Any]:
@@ -111,19 +140,24 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
     doc = a.get("textDocument")
     if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
         raise bad("textDocument.uri (a string) is required")
+    version = doc.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise bad("textDocument.version must be an integer when given")
 
     def pos(v: Any, name: str) -> T.Position:
         ok = isinstance(v, dict) and all(_nat(v.get(k)) for k in ("line", "character"))
         if not ok:
-            raise bad(f"{name} must be {{line, character}} with non-negative integers")
+            raise bad(f"{name} must be {{line, character}} with integers in 0..{MAX_POSITION}")
         return T.Position(line=v["line"], character=v["character"])
 
-    out: dict[str, Any] = {"uri": doc["uri"], "widen": False}
+    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "widen": False}
     if command == REWRITE_SELECTION:
         r = a.get("range")
         if not isinstance(r, dict):
             raise bad("range is required")
         out["start"], out["end"] = pos(r.get("start"), "range.start"), pos(r.get("end"), "range.end")
+        if (out["end"].line, out["end"].character) < (out["start"].line, out["start"].character):
+            raise bad("range.end is before range.start")
         widen = a.get("widen", False)
         if not isinstance(widen, bool):
             raise bad("widen must be a boolean")

@@ -25,6 +25,7 @@ may replace.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import tree_sitter
@@ -39,6 +40,19 @@ _OPEN = {"(": ")", "[": "]", "{": "}"}
 # Tokens after which a line cannot be a finished statement.
 _CLOSING_TOKENS = frozenset([")", "]", "}", ";", ":", "'", '"', "`"])
 _COMPLETE_KEYWORDS = frozenset(["pass", "break", "continue", "else", "finally", "try", "do", "default"])
+_CODE = re.compile(r"\S")
+# How much of the cursor's line the rules read either side of the cursor (a one-line 5 MB file has a 5 MB line).
+LINE_CAP = 4_096
+
+
+def _blank(text: str, start: int, end: int) -> bool:
+    """Is text[start:end] whitespace only? (Stops at the first code character: no copy of a long span.)"""
+    return _CODE.search(text, start, end) is None
+
+
+def _last_child(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    """`node.children[-1]` without building the list (a long array literal has thousands of children)."""
+    return node.child(node.child_count - 1) if node.child_count else None
 
 
 @dataclass(frozen=True)
@@ -143,25 +157,25 @@ def _block_is_empty(snap: Snapshot, tok: tree_sitter.Node, header_line_start: in
     """If the block opened by `tok` has no body, the offset where its (whitespace) body ends; else None."""
     text = snap.text
     if snap.spec.colon_blocks:
-        header_indent = len(leading_ws(text[header_line_start : snap.line_end(header_line_start)]))
+        header_indent = len(leading_ws(text[header_line_start : header_line_start + LINE_CAP]))
         pos = text.find("\n", after)
         while pos >= 0:
             nxt_end = snap.line_end(pos + 1)
-            line = text[pos + 1 : nxt_end]
-            if line.strip():
+            if not _blank(text, pos + 1, nxt_end):
+                line = text[pos + 1 : min(nxt_end, pos + 1 + LINE_CAP)]
                 return after if len(leading_ws(line)) <= header_indent else None
             pos = text.find("\n", pos + 1)
         return after
     block = tok.parent
-    close = block.children[-1] if block is not None and block.child_count else None
+    close = _last_child(block) if block is not None else None
     if close is not None and close.type == "}" and not close.is_missing and block.type != "ERROR":
         body_end = snap.char_offset(close.start_byte)
     else:
-        rest = text[after:]
-        body_end = after + (len(rest) - len(rest.lstrip()))
+        code = _CODE.search(text, after)
+        body_end = code.start() if code is not None else len(text)
         if body_end < len(text) and text[body_end] != "}":
             return None
-    if text[after:body_end].strip():
+    if not _blank(text, after, body_end):
         return None
     return body_end
 
@@ -175,14 +189,15 @@ def _block_hole(snap: Snapshot, offset: int, line_start: int, line_end: int, bla
         header_start, header_end = prev
     else:
         header_start, header_end = line_start, offset
-    code_end = header_start + len(text[header_start:header_end].rstrip())
+    head_from = max(header_start, header_end - LINE_CAP)
+    code_end = head_from + len(text[head_from:header_end].rstrip())
     tok = _block_opener(snap, code_end)
     if tok is None:
         return None
     body_end = _block_is_empty(snap, tok, header_start, offset)
-    header_indent = leading_ws(text[header_start:header_end])
+    header_indent = leading_ws(text[header_start:min(header_end, header_start + LINE_CAP)])
     indent = header_indent + indent_unit(text, snap.spec.indent)
-    before = text[line_start:offset]
+    before = text[max(line_start, offset - LINE_CAP):offset]
     if blank and len(before) > len(header_indent):
         indent = before  # the editor already auto-indented the new line: follow it
     if body_end is None:
@@ -203,15 +218,15 @@ def _bracket_hole(snap: Snapshot, offset: int, line_start: int, line_end: int) -
         if node.type in spec.blocks:
             return None
         if node.child_count >= 2:
-            first, last = node.children[0], node.children[-1]
+            first, last = node.child(0), _last_child(node)
             pair = _OPEN.get(first.type)
             if pair and last.type == pair and first.end_byte <= b <= last.start_byte and not last.is_missing:
                 if node.type not in spec.brackets and first.type == "{":
                     return None
                 close = snap.char_offset(last.start_byte)
-                if text[offset:close].strip():
+                if not _blank(text, offset, close):
                     return None
-                before = text[line_start:offset]
+                before = text[max(line_start, offset - LINE_CAP):offset]
                 unit = indent_unit(text, spec.indent)
                 indent = before if not before.strip() else leading_ws(before) + unit
                 if close <= line_end:
@@ -241,10 +256,11 @@ def _unfinished(snap: Snapshot, last: int) -> bool:
 
 
 def _fallback_hole(snap: Snapshot, offset: int, line_end: int) -> Hole:
-    if snap.text[offset:line_end].strip():
+    if not _blank(snap.text, offset, line_end):
         return _make(snap, "rest_of_line", offset, offset, "", 1)
     line_start = snap.line_start(offset)
-    return _make(snap, "line", offset, line_end, leading_ws(snap.text[line_start:offset]), 1)
+    indent = leading_ws(snap.text[line_start:min(offset, line_start + LINE_CAP)])
+    return _make(snap, "line", offset, line_end, indent, 1)
 
 
 def hole_at_cursor(snap: Snapshot, offset: int) -> Hole:
@@ -255,8 +271,10 @@ def hole_at_cursor(snap: Snapshot, offset: int) -> Hole:
     line_end = max(line_end, offset)
     if snap.tree is None or snap.spec is None:
         return _fallback_hole(snap, offset, line_end)
-    before, after = text[line_start:offset], text[offset:line_end]
-    line_indent = leading_ws(text[line_start:line_end])
+    # at most LINE_CAP characters either side: only whitespace and the last code character before the cursor matter
+    before_start = max(line_start, offset - LINE_CAP)
+    before, after = text[before_start:offset], text[offset:min(line_end, offset + LINE_CAP)]
+    line_indent = leading_ws(text[line_start:min(line_end, line_start + LINE_CAP)])
     if _in_opaque(snap, offset):
         return _make(snap, "rest_of_line", offset, offset, line_indent, 1)
     blank = not before.strip() and not after.strip()
@@ -275,7 +293,7 @@ def hole_at_cursor(snap: Snapshot, offset: int) -> Hole:
             prev = _prev_nonblank_line(text, line_start)
             indent = leading_ws(text[prev[0] : prev[1]]) if prev else ""
         return _make(snap, "statement", offset, line_end, indent, STATEMENT_MAX_LINES)
-    last = line_start + len(before.rstrip()) - 1
+    last = before_start + len(before.rstrip()) - 1
     if _unfinished(snap, last):
         return _make(snap, "statement", offset, line_end, line_indent, STATEMENT_MAX_LINES)
     return _make(snap, "rest_of_line", offset, line_end, line_indent, 1)
@@ -305,13 +323,27 @@ def _whole_nodes(snap: Snapshot, start: int, end: int) -> tuple[int, int]:
     node = snap.tree.root_node.descendant_for_byte_range(bs, be)
     if node.start_byte == bs and node.end_byte == be:
         return s, e
-    kids = [c for c in node.children if c.end_byte > bs and c.start_byte < be]
+    kids = _children_over(node, bs, be)
     if not kids or not _clean_edge(kids[0]) or not _clean_edge(kids[-1]):
         # An operator or bracket at the edge (`total =`): the enclosing node is the smallest sensible unit.
         ws, we = snap.span(node)
     else:
         ws, we = snap.char_offset(kids[0].start_byte), snap.char_offset(kids[-1].end_byte)
     return min(ws, s), max(we, e)  # error recovery can leave bytes outside every node: still cover them
+
+
+def _children_over(node: tree_sitter.Node, start: int, end: int) -> list[tree_sitter.Node]:
+    """The children of `node` that overlap bytes [start, end), visited from the first one that ends after `start`."""
+    cursor = node.walk()
+    if cursor.goto_first_child_for_byte(start) is None:
+        return []
+    kids = []
+    while cursor.node.start_byte < end:
+        if cursor.node.end_byte > start:
+            kids.append(cursor.node)
+        if not cursor.goto_next_sibling():
+            break
+    return kids
 
 
 def hole_for_selection(snap: Snapshot, start: int, end: int, widen: bool = False) -> Hole:
@@ -325,6 +357,6 @@ def hole_for_selection(snap: Snapshot, start: int, end: int, widen: bool = False
         else:
             start, end = _whole_lines(text, start, end)
     line_start = snap.line_start(start)
-    indent = leading_ws(text[line_start : max(start, snap.line_end(line_start))])
+    indent = leading_ws(text[line_start : min(max(start, snap.line_end(line_start)), line_start + LINE_CAP)])
     lines = text.count("\n", start, end) + 1
     return _make(snap, "selection", start, end, indent, 2 * lines + 4)

@@ -4,7 +4,12 @@ Positions: LSP (line, character) where `character` counts code units of the nego
 UTF-16 code units or code points). Everything past this module works with offsets into the Python `str` (code
 points); tree-sitter works with UTF-8 byte offsets and (row, byte-column) points. All three meet here.
 
-Lines are split at "\\n" (a "\\r\\n" line ends before its "\\r"); a lone "\\r" is not a line break here.
+Lines end as LSP says: at "\\n", "\\r\\n" or a lone "\\r". tree-sitter counts rows at "\\n" only, so its points
+(row, byte column) are computed apart from our line index where a document holds a lone "\\r".
+
+Lone surrogates (JSON lets a client send "\\ud800"; no tokenizer or UTF-8 codec takes them) are replaced by U+FFFD when
+text comes in: both are one UTF-16 unit, one code point and three UTF-8 bytes (surrogatepass), so every position
+the client computes still holds.
 """
 
 from __future__ import annotations
@@ -26,7 +31,23 @@ Encoding = Literal["utf-8", "utf-16", "utf-32"]
 # Above this many UTF-8 bytes we keep no tree (parsing a 10 MB file per keystroke would stall the loop); the
 # context layer then falls back to line-based holes.
 MAX_TREE_BYTES = 2_000_000
-_NEWLINE = re.compile("\n")
+_BREAK = re.compile("\r\n|\r|\n")
+_LONE_CR = re.compile("\r(?!\n)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD (see the module docstring)."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _lone_crs(text: str, lo: int, hi: int) -> int:
+    """How many lone "\\r" start in text[lo:hi] (the character after `hi - 1` is looked at too)."""
+    if text.find("\r", lo, hi) < 0:
+        return 0
+    return sum(1 for m in _LONE_CR.finditer(text, lo, min(hi + 1, len(text))) if m.start() < hi)
 
 
 def _utf8_width(ch: str) -> int:
@@ -58,37 +79,40 @@ def _chars_for_units(segment: str, units: int, encoding: Encoding) -> int:
     return len(segment)
 
 
-def line_start_of(text: str, offset: int) -> int:
-    return text.rfind("\n", 0, offset) + 1
-
-
-def line_end_of(text: str, offset: int) -> int:
-    """End of the line containing `offset`: before its "\\n", and before a "\\r" preceding that."""
-    end = text.find("\n", offset)
-    if end < 0:
-        return len(text)
-    return end - 1 if end > 0 and text[end - 1] == "\r" and end - 1 >= offset else end
-
-
 def line_starts(text: str) -> np.ndarray:
-    """Offsets where each line of `text` starts (the first is 0)."""
-    return np.fromiter((0, *(m.end() for m in _NEWLINE.finditer(text))), dtype=np.int64)
+    """Offsets where each line of `text` starts (the first is 0); "\\n", "\\r\\n" and a lone "\\r" end a line."""
+    return np.fromiter((0, *(m.end() for m in _BREAK.finditer(text))), dtype=np.int64)
+
+
+def _row(starts: np.ndarray, offset: int) -> int:
+    """The line holding `offset` (in [0, len(text)]): a binary search in `starts`."""
+    return int(np.searchsorted(starts, offset, side="right")) - 1
+
+
+def _end_of_row(text: str, starts: np.ndarray, row: int) -> int:
+    """Where line `row` ends: before its line break (both characters of a "\\r\\n")."""
+    if row + 1 >= len(starts):
+        return len(text)
+    nxt = int(starts[row + 1])
+    return nxt - 2 if nxt >= 2 and text[nxt - 2] == "\r" and text[nxt - 1] == "\n" else nxt - 1
+
+
+def line_start_of(text: str, offset: int, starts: np.ndarray | None = None) -> int:
+    starts = line_starts(text) if starts is None else starts
+    return int(starts[_row(starts, min(max(offset, 0), len(text)))])
+
+
+def line_end_of(text: str, offset: int, starts: np.ndarray | None = None) -> int:
+    """End of the line containing `offset`: before its line break (an offset inside a "\\r\\n" stays put)."""
+    starts = line_starts(text) if starts is None else starts
+    offset = min(max(offset, 0), len(text))
+    return max(_end_of_row(text, starts, _row(starts, offset)), offset)
 
 
 def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray | None = None) -> int:
     """LSP position -> index into `text`. Clamps (never raises): past a line's end -> the line end; past the
     last line -> len(text); negative values -> 0. `starts` (the text's `line_starts`) makes it O(1)."""
-    if starts is not None:
-        return _locate(text, line, character, encoding, starts)[0]
-    else:
-        pos = 0
-        for _ in range(max(line, 0)):
-            nl = text.find("\n", pos)
-            if nl < 0:
-                return len(text)
-            pos = nl + 1
-    end = line_end_of(text, pos)
-    return pos + _chars_for_units(text[pos:end], character, encoding)
+    return _locate(text, line, character, encoding, line_starts(text) if starts is None else starts)[0]
 
 
 def _locate(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray) -> tuple[int, int, int]:
@@ -98,29 +122,18 @@ def _locate(text: str, line: int, character: int, encoding: Encoding, starts: np
         return len(text), row, int(starts[row])
     row = max(line, 0)
     pos = int(starts[row])
-    end = line_end_of(text, pos)
+    end = _end_of_row(text, starts, row)
     return pos + _chars_for_units(text[pos:end], character, encoding), row, pos
-
-
-def _line_of(text: str, offset: int, starts: np.ndarray | None) -> int:
-    """The line holding `offset` (in [0, len(text)]): a binary search in `starts`, else a count from the top."""
-    if starts is not None:
-        return int(np.searchsorted(starts, offset, side="right")) - 1
-    return text.count("\n", 0, offset)
 
 
 def position_at(text: str, offset: int, encoding: Encoding, starts: np.ndarray | None = None) -> tuple[int, int]:
     """Index into `text` -> LSP (line, character). The offset is clamped to [0, len(text)]. `starts` (the text's
-    `line_starts`) makes the line O(log n) instead of a scan from the top of the file."""
+    `line_starts`) makes the line O(log n)."""
+    starts = line_starts(text) if starts is None else starts
     offset = min(max(offset, 0), len(text))
-    start = line_start_of(text, offset)
-    return _line_of(text, offset, starts), _units(text[start:offset], encoding)
-
-
-def _point(text: str, offset: int, row: int, line_start: int, ascii_text: bool) -> tuple[int, int]:
-    """tree-sitter point (row, UTF-8 byte column) of a str offset on line `row`, which starts at `line_start`."""
-    col = offset - line_start if ascii_text else len(text[line_start:offset].encode("utf-8", "surrogatepass"))
-    return row, col
+    row = _row(starts, offset)
+    start = int(starts[row])
+    return row, _units(text[start:offset], encoding)
 
 
 def _change_parts(change: Any) -> tuple[tuple[int, int, int, int] | None, str]:
@@ -184,10 +197,15 @@ class Snapshot:
         return self.char_offset(node.start_byte), self.char_offset(node.end_byte)
 
     def line_start(self, offset: int) -> int:
-        return line_start_of(self.text, offset)
+        """Start of the line holding `offset` (a binary search in the line index)."""
+        return int(self.starts[_row(self.starts, min(max(offset, 0), len(self.text)))])
 
     def line_end(self, offset: int) -> int:
-        return line_end_of(self.text, offset)
+        """End of the line holding `offset`, before its line break."""
+        return line_end_of(self.text, offset, self.starts)
+
+    def line_of(self, offset: int) -> int:
+        return _row(self.starts, min(max(offset, 0), len(self.text)))
 
     def offset_at(self, line: int, character: int, encoding: Encoding) -> int:
         return offset_at(self.text, line, character, encoding, self.starts)
@@ -206,11 +224,12 @@ class Document:
     resumes a stopped parse) between requests.
     """
 
-    def __init__(self, uri: str, language_id: str, version: int, text: str) -> None:
+    def __init__(self, uri: str, language_id: str, version: int, text: str,
+                 parse_budget_s: float | None = None) -> None:
         self.uri = uri
         self.language_id = language_id
         self.version = version
-        self.text = text
+        self.text = text = clean_text(text)
         self.starts = line_starts(text)
         key = grammar_key(language_id)
         self._parser = parser(key) if key else None
@@ -220,7 +239,9 @@ class Document:
         self._rev = 0  # counts apply_changes calls
         self._halted_rev: int | None = None  # the rev whose parse stopped at its deadline (resumable)
         self._encoded: tuple[int, bytes] = (-1, b"")  # (rev, UTF-8 text)
-        self.parse()  # the one full parse, when the file is opened
+        self._lone_crs = _lone_crs(text, 0, len(text))  # lone "\r"s: then tree-sitter's rows differ from ours
+        # The first parse; with a budget (the server's didOpen) a big file finishes in the background.
+        self.parse(parse_budget_s)
 
     @property
     def tree(self) -> tree_sitter.Tree | None:
@@ -234,7 +255,7 @@ class Document:
 
     def _data(self) -> bytes | None:
         """The UTF-8 text to parse (encoded once per revision: a reparse may take many slices), or None."""
-        if self._parser is None:
+        if self._parser is None or len(self.text) > MAX_TREE_BYTES:  # a character is at least one byte
             return None
         if self._encoded[0] != self._rev:
             self._encoded = (self._rev, self.text.encode("utf-8", "surrogatepass"))
@@ -263,35 +284,24 @@ class Document:
 
     def apply_changes(self, changes: Iterable[Any], version: int, encoding: Encoding = "utf-16") -> None:
         """Apply LSP content changes in order (full or range changes); edit the tree (the reparse comes later)."""
-        text, tree, starts = self.text, self._tree, self.starts
+        text, tree, starts, lone = self.text, self._tree, self.starts, self._lone_crs
         self._rev += 1
         for change in changes:
             rng, new = _change_parts(change)
+            new = clean_text(new)
             if rng is None:
-                text, tree, starts = new, None, line_starts(new)
+                text, tree, starts, lone = new, None, line_starts(new), _lone_crs(new, 0, len(new))
                 continue
             a = _locate(text, rng[0], rng[1], encoding, starts)
             b = _locate(text, rng[2], rng[3], encoding, starts)
             (start, row0, ls0), (end, row1, ls1) = (a, b) if a[0] <= b[0] else (b, a)
             if tree is not None:
-                ascii_text = text.isascii()  # O(1) in CPython: then str offsets are byte offsets
-                start_byte = start if ascii_text else len(text[:start].encode("utf-8", "surrogatepass"))
-                old_end_byte = start_byte + len(text[start:end].encode("utf-8", "surrogatepass"))
-                new_bytes = new.encode("utf-8", "surrogatepass")
-                start_point = _point(text, start, row0, ls0, ascii_text)
-                old_end_point = _point(text, end, row1, ls1, ascii_text)
-                last_nl = new.rfind("\n")
-                if last_nl < 0:
-                    new_end_point = (start_point[0], start_point[1] + len(new_bytes))
-                else:
-                    tail = new[last_nl + 1 :].encode("utf-8", "surrogatepass")
-                    new_end_point = (start_point[0] + new.count("\n"), len(tail))
-                tree.edit(start_byte=start_byte, old_end_byte=old_end_byte,
-                          new_end_byte=start_byte + len(new_bytes), start_point=start_point,
-                          old_end_point=old_end_point, new_end_point=new_end_point)
-            starts = _splice_starts(starts, row0, row1, start, end, new)
+                _edit_tree(tree, text, start, end, new, (row0, ls0), (row1, ls1), lone > 0)
+            before = _lone_crs(text, max(start - 1, 0), end + 1)
+            starts = _splice_starts(starts, start, end, new, text)
             text = text[:start] + new + text[end:]
-        self.text, self.version, self.starts = text, version, starts
+            lone += _lone_crs(text, max(start - 1, 0), start + len(new) + 1) - before
+        self.text, self.version, self.starts, self._lone_crs = text, version, starts, lone
         self._tree, self._fresh = tree, False
 
     def snapshot(self, budget_s: float | None = None) -> Snapshot:
@@ -302,17 +312,56 @@ class Document:
                         self._fresh)
 
 
-def _splice_starts(starts: np.ndarray, row0: int, row1: int, start: int, end: int, new: str) -> np.ndarray:
-    """Line starts after replacing text[start:end] (from line `row0` to line `row1`) with `new`. A new array:
-    snapshots keep the old one."""
-    first, last = row0 + 1, row1 + 1  # lines starting at or before `start` stay; lines after `end` shift
+def _splice_starts(starts: np.ndarray, start: int, end: int, new: str, old: str) -> np.ndarray:
+    """Line starts after replacing old[start:end] with `new`. A new array: snapshots keep the old one.
+
+    Starts before `start` stay; starts after `end + 1` shift (their line breaks are wholly in the old tail); those in
+    between are found again by scanning the new text around the edit, one character either side: a "\\r" just before
+    the edit and a "\\n" it inserts (or one just after it) make one line break, and a break the edit splits becomes
+    two."""
     delta = len(new) - (end - start)
-    if first == last and "\n" not in new:  # a keystroke within a line: one copy, one add
+    lo = int(np.searchsorted(starts, start, side="left"))  # starts[:lo] < start
+    hi = int(np.searchsorted(starts, end + 1, side="right"))  # starts[hi:] > end + 1
+    if lo == hi and not _BREAK.search(new):  # a keystroke within a line: one copy, one add
         out = starts.copy()
-        out[last:] += delta
+        out[hi:] += delta
         return out
-    added = [start + m.end() for m in _NEWLINE.finditer(new)]
-    return np.concatenate((starts[:first], np.asarray(added, dtype=np.int64), starts[last:] + delta))
+    head = old[max(start - 1, 0):start]
+    region = head + new + old[end:end + 2]  # the new text from start - len(head); a "\r\n" after it is one break
+    base = start - len(head)
+    last = start + len(new) + 1  # rescanned starts are in [start, last]; later ones are old ones shifted
+    found = [base + m.end() for m in _BREAK.finditer(region)]
+    found = [p for p in found if start <= p <= last and p > 0]
+    return np.concatenate((starts[:max(lo, 1)], np.asarray(found, dtype=np.int64), starts[hi:] + delta))
+
+
+def _ts_point(text: str, offset: int, line: tuple[int, int], lone_crs: bool, ascii_text: bool) -> tuple[int, int]:
+    """tree-sitter's point (row, UTF-8 byte column) of `offset`, whose line (our index) is `line` = (row, start).
+    tree-sitter counts rows at "\\n" only: where the text holds a lone "\\r", count them from the text."""
+    row, line_start = line
+    if lone_crs:
+        row, line_start = text.count("\n", 0, offset), text.rfind("\n", 0, offset) + 1
+    col = offset - line_start if ascii_text else len(text[line_start:offset].encode("utf-8", "surrogatepass"))
+    return row, col
+
+
+def _edit_tree(tree: tree_sitter.Tree, text: str, start: int, end: int, new: str, line0: tuple[int, int],
+               line1: tuple[int, int], lone_crs: bool) -> None:
+    """`Tree.edit` for replacing text[start:end] with `new` (line0/line1: the lines of start/end, our index)."""
+    ascii_text = text.isascii()  # O(1) in CPython: then str offsets are byte offsets
+    start_byte = start if ascii_text else len(text[:start].encode("utf-8", "surrogatepass"))
+    old_end_byte = start_byte + len(text[start:end].encode("utf-8", "surrogatepass"))
+    new_bytes = new.encode("utf-8", "surrogatepass")
+    start_point = _ts_point(text, start, line0, lone_crs, ascii_text)
+    old_end_point = _ts_point(text, end, line1, lone_crs, ascii_text)
+    last_nl = new.rfind("\n")
+    if last_nl < 0:
+        new_end_point = (start_point[0], start_point[1] + len(new_bytes))
+    else:
+        tail = new[last_nl + 1:].encode("utf-8", "surrogatepass")
+        new_end_point = (start_point[0] + new.count("\n"), len(tail))
+    tree.edit(start_byte=start_byte, old_end_byte=old_end_byte, new_end_byte=start_byte + len(new_bytes),
+              start_point=start_point, old_end_point=old_end_point, new_end_point=new_end_point)
 
 
 class DocumentStore:
@@ -321,8 +370,9 @@ class DocumentStore:
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
 
-    def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
-        doc = Document(uri, language_id, version, text)
+    def open(self, uri: str, language_id: str, version: int, text: str,
+             parse_budget_s: float | None = None) -> Document:
+        doc = Document(uri, language_id, version, text, parse_budget_s)
         self._docs[uri] = doc
         return doc
 

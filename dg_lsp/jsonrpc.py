@@ -6,8 +6,8 @@
 - JSON that is not an object (`[]`, `1`, `null`, a batch: LSP sends one message per frame) -> Invalid Request,
   answered once with id null, or, for a batch, once per request in it that has an id;
 - an object without `"jsonrpc": "2.0"`, without a string `method` (and not a response), with an id that is not
-  an integer or a string, or with params that are not an object or array -> Invalid Request, with its id when it
-  has a valid one, else id null;
+  an integer or a string, or with params that are not an object or array (null reads as absent) -> Invalid
+  Request, with its id when it has a valid one, else id null;
 - a response (from the client, to a request of ours) that is malformed is logged and dropped: it is never answered.
 """
 
@@ -76,7 +76,9 @@ def check_envelope(data: Any) -> dict[str, Any] | Refused:
         return Refused(INVALID_REQUEST, "the message needs a string method", (msg_id,))
     if has_id and msg_id is None:
         return Refused(INVALID_REQUEST, "a request id must be an integer or a string")
-    if "params" in data and not isinstance(data["params"], (dict, list)):
+    # `"params": null` is read as absent: JSON-RPC says structured or omitted, but clients send null for "no params"
+    # (LSP's shutdown and exit take none) and refusing it would leave their shutdown unanswered
+    if data.get("params") is not None and not isinstance(data["params"], (dict, list)):
         return Refused(INVALID_REQUEST, "params must be an object or an array", (msg_id,))
     return data
 

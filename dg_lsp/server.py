@@ -3,6 +3,14 @@
 State (documents, settings, caches) changes only on the event loop. Engine work goes to `Worker`'s thread
 against an immutable `Snapshot`; before anything is returned or applied, the document's version is checked
 again and a result for an older version is dropped. docs/PROTOCOL.md is the contract this file implements.
+
+Requests are read against the document as it was when they ARRIVED. pygls starts an `async` handler as a task,
+which runs only after the messages already read have been handled: a request followed by a didChange in one read
+would otherwise see the changed document and apply version-1 positions to version 2. So the request handlers are
+generators: pygls runs a generator handler at once, in arrival order with the didChange notifications, up to its
+first `yield`; they take the snapshot there (`receive`) and yield the async work, which pygls then runs as a task
+and whose result the generator returns. A result is then computed against that snapshot and dropped ("document
+changed") if the document has moved on before it is sent.
 """
 
 from __future__ import annotations
@@ -13,31 +21,25 @@ import importlib.metadata
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from dg_lsp import debug
 from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 from dg_lsp.canvas import build_request
-from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, run_command
+from dg_lsp.commands import FILL_HOLE, REWRITE_SELECTION, code_actions, command
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import DocumentStore, Snapshot
-from dg_lsp.edits import (
-    COMMAND_VALIDATE_BUDGET_S,
-    VALIDATE_BUDGET_S,
-    lsp_completion_item,
-    lsp_inline_item,
-    postprocess,
-    prepare_check,
-    to_lsp_range,
-)
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, postprocess, to_lsp_range
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
+from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, prepare_check
 from dg_lsp.worker import SEED, EngineJob, Worker, load_engine, new_cancel_token
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,12 @@ DRAFT = "dg/draft"
 # The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message in
 # or answer out for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
 PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
+OPEN_PARSE_S = 0.05  # didOpen parses this long on the loop; a bigger file finishes in the background
+COMMAND_PARSE_S = 2.0  # a command waits this long (in slices, the loop serving meanwhile) for a fresh tree
 BUSY_AFTER_S = 0.1  # dg/status "busy" once an engine job has run this long
+CHECK_FILL_S = 60.0  # the check fill at load (one short canvas) must finish within this
+
+
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,15 @@ class Arrival:
     at: float
     wait_s: float = 0.0
     handler_at: float = 0.0  # when the request's handler started
+
+
+@dataclass(frozen=True)
+class Received:
+    """A request as it arrived, in order with the didChanges around it: its document then (None: not open) and
+    its timing."""
+
+    snap: Snapshot | None
+    since: Arrival
 
 
 @dataclass
@@ -100,6 +116,7 @@ class DgServer(LanguageServer):
         self._active_at = 0.0  # when a fill last finished or an answer was last written (see `_catch_up`)
         self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
         self._after_response: dict[str, tuple[dict[str, Any], Arrival | None]] = {}  # request id -> dg/status body
+        self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
 
     # -- small helpers (all on the loop) -----------------------------------------------------------------
 
@@ -173,6 +190,53 @@ class DgServer(LanguageServer):
     def on_cancel_request(self, request_id: str) -> None:
         if self.worker.cancel_request(request_id):
             log.info("request %s cancelled: engine job cancelled", request_id)
+        if request_id in self._running:  # its task stops at its next await (or never starts)
+            task = self._running.pop(request_id)
+            if task is not None:
+                task.cancel()
+
+    # -- arrival: the state a request's positions refer to -----------------------------------------------------
+
+    def receive(self, uri: str, positions: Sequence[T.Position] = (), what: str = "request") -> Received:
+        """Run where the request arrives (see the module docstring): its document's snapshot now, before any
+        later didChange, and the timing of the keystroke behind it. Positions on a line past the document's end
+        are Invalid Params (a character past its line's end means the line's end, as LSP says)."""
+        snap = self.store.snapshot(uri, 0.0)
+        for pos in positions if snap is not None else ():
+            if pos.line >= len(snap.starts):
+                raise JsonRpcInvalidParams(f"{what}: position is outside the document (line {pos.line}; version "
+                                           f"{snap.version} has {len(snap.starts)} lines)")
+        since = self.arrival(uri)
+        self._running[self.request_id()] = None
+        return Received(snap, since)
+
+    def started(self) -> bool:
+        """Called first in a request's task: False when the request was cancelled before its task started."""
+        request_id = self.request_id()
+        if request_id not in self._running:
+            return False
+        self._running[request_id] = asyncio.current_task()
+        return True
+
+    def finished(self) -> None:
+        self._running.pop(self.request_id(), None)
+
+    def moved_on(self, snap: Snapshot) -> bool:
+        """Has the document changed (or closed) since `snap` was taken?"""
+        return self.doc_version(snap.uri) != snap.version
+
+    async def fresh_snapshot(self, snap: Snapshot) -> Snapshot:
+        """`snap` with its tree reparsed, for a command: the reparse runs in slices, the loop serving in between,
+        for at most COMMAND_PARSE_S; if the document changes meanwhile, or the time runs out, `snap` as it is."""
+        deadline = time.perf_counter() + COMMAND_PARSE_S
+        while not snap.tree_fresh and time.perf_counter() < deadline:
+            doc = self.store.get(snap.uri)
+            if doc is None or doc.version != snap.version:
+                return snap
+            if doc.parse(5 * PARSE_SLICE_S):
+                return doc.snapshot(0.0)
+            await asyncio.sleep(0)
+        return snap
 
     # -- settings and model ------------------------------------------------------------------------------
 
@@ -185,6 +249,13 @@ class DgServer(LanguageServer):
             self.start_loading()
         elif new.enabled != old.enabled:
             self.send_status()
+
+    def on_initialized(self) -> None:
+        """The first `initialized` loads the model; a repeated one is logged and ignored (no reload)."""
+        if self._load_task is not None:
+            log.warning("initialized received again: the model is already %s", self.worker.state)
+            return
+        self.start_loading()
 
     def start_loading(self) -> None:
         self.fills.clear()
@@ -295,8 +366,8 @@ class DgServer(LanguageServer):
             t_post = time.perf_counter()
             stats["checkPrepared"] = bool(baseline)
             prepared = baseline[0] if baseline else None
-            # bounded (edits.VALIDATE_BUDGET_S), so it runs on the loop: no thread hop on the keystroke path
-            budget = VALIDATE_BUDGET_S if kind == "inline" else COMMAND_VALIDATE_BUDGET_S
+            # bounded (a window of the hole's neighbourhood, a parse budget), so it runs on the loop: no thread hop
+            budget = KEYSTROKE_PARSE_BYTES if kind == "inline" else COMMAND_PARSE_BYTES
             fill = postprocess(snap, hole, raw, prepared, budget)
             marks["post"] = time.perf_counter()
             stats["postMs"] = round((marks["post"] - t_post) * 1e3, 3)
@@ -403,13 +474,14 @@ class DgServer(LanguageServer):
         finally:
             self._catch_ups.pop(uri, None)
 
-    def usable(self, uri: str) -> Snapshot | None:
+    def usable(self, snap: Snapshot | None) -> Snapshot | None:
         """The snapshot to answer an inline/completion request from, or None (an empty answer)."""
-        snap = self.keystroke_snapshot(uri)
         if snap is None or not self.settings.language_enabled(snap.language_id):
             return None
         if (why := self.not_ready()) is not None:
             self.send_status(message=why)
+            return None
+        if self.moved_on(snap):  # a didChange read after the request (in one batch): its positions are stale
             return None
         return snap
 
@@ -423,23 +495,30 @@ class DgServer(LanguageServer):
         arrived, handled = change
         return Arrival(arrived, max(0.0, got - handled), now)
 
-    async def inline(self, params: T.InlineCompletionParams) -> dict | None:
+    async def inline(self, params: T.InlineCompletionParams, seen: Received) -> dict | None:
         """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
-        uri = params.text_document.uri
-        since = self.arrival(uri)
-        snap = self.usable(uri)
-        cursor = None if snap is None else self.offset(snap, params.position)
-        if snap is None or cursor is None:
+        if not self.started():
             return None
+        try:
+            return await self._inline(params, seen)
+        finally:
+            self.finished()
+
+    async def _inline(self, params: T.InlineCompletionParams, seen: Received) -> dict | None:
+        since = dataclasses.replace(seen.since, handler_at=time.perf_counter())
+        snap = self.usable(seen.snap)
+        if snap is None:
+            return None
+        uri, cursor = snap.uri, self.offset(snap, params.position)
         if (shown := self.shown.get(uri)) is not None:
             rest = typed_ahead(shown, snap.text, cursor)
             if rest:  # "" means the whole fill was typed (or accepted): what comes next needs the engine
                 return self._typed_ahead_item(snap, shown, cursor, rest, since)
         if not await self.worker.debounce(uri, self.settings.debounce_ms):
             return None  # a newer request for this document arrived: it answers instead
-        if self.doc_version(uri) != snap.version or self.not_ready():
+        if self.moved_on(snap) or self.not_ready():
             return None
-        if not snap.tree_fresh:  # the same version, its tree perhaps reparsed meanwhile
+        if not snap.tree_fresh:  # the same version (checked just above), its tree perhaps reparsed meanwhile
             snap = self.keystroke_snapshot(uri) or snap
         hole = hole_at_cursor(snap, cursor)
         out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
@@ -462,18 +541,23 @@ class DgServer(LanguageServer):
         rng = to_lsp_range(snap, cursor, end, self.encoding)
         return inline_list(T.InlineCompletionItem(insert_text=rest, range=rng))
 
-    async def completion(self, params: T.CompletionParams) -> T.CompletionList | None:
-        since = self.arrival(params.text_document.uri)
-        snap = self.usable(params.text_document.uri)
-        cursor = None if snap is None else self.offset(snap, params.position)
-        if snap is None or cursor is None:
+    async def completion(self, params: T.CompletionParams, seen: Received) -> T.CompletionList | None:
+        if not self.started():
             return None
-        hole = hole_at_cursor(snap, cursor)
-        out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
-        if out.fill is None:
-            return None
-        item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
-        return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+        try:
+            since = dataclasses.replace(seen.since, handler_at=time.perf_counter())
+            snap = self.usable(seen.snap)
+            if snap is None:
+                return None
+            cursor = self.offset(snap, params.position)
+            hole = hole_at_cursor(snap, cursor)
+            out = await self.fill(snap, hole, self.request_id(), "inline", since=since)
+            if out.fill is None:
+                return None
+            item = lsp_completion_item(snap, hole, cursor, out.fill, self.encoding)
+            return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+        finally:
+            self.finished()
 
 
 def _draft_body(snap: Snapshot, request_id: str, rng: T.Range, step: int, steps: int, text: str,
@@ -542,7 +626,7 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
 
     @server.feature(T.INITIALIZED)
     def initialized(ls: DgServer, params: T.InitializedParams) -> None:
-        ls.start_loading()
+        ls.on_initialized()
 
     @server.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: DgServer, params: T.DidChangeConfigurationParams) -> None:
@@ -551,7 +635,11 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: DgServer, params: T.DidOpenTextDocumentParams) -> None:
         d = params.text_document
-        ls.store.open(d.uri, d.language_id, d.version, d.text)
+        ls.worker.cancel_document(d.uri, "reopened")
+        ls.shown.pop(d.uri, None)
+        doc = ls.store.open(d.uri, d.language_id, d.version, d.text, OPEN_PARSE_S)
+        if not doc.tree_fresh:
+            ls.catch_up(d.uri)  # a big file: the first parse finishes in slices while the server is idle
 
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
@@ -574,26 +662,25 @@ def build_server(engine_factory: Callable[[Settings], Any] = load_engine,
         ls.shown.pop(uri, None)
         ls.store.close(uri)
 
+    # Request handlers are generators: the part before `yield` runs where the request arrives (see the module
+    # docstring); pygls runs the yielded coroutine as a task and the generator returns its result.
     @server.feature(T.TEXT_DOCUMENT_INLINE_COMPLETION, T.InlineCompletionOptions())
-    async def inline_completion(ls: DgServer, params: T.InlineCompletionParams):
-        return await ls.inline(params)
+    def inline_completion(ls: DgServer, params: T.InlineCompletionParams):
+        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_INLINE_COMPLETION)
+        return (yield ls.inline, (params, seen), None)
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions())
-    async def completion(ls: DgServer, params: T.CompletionParams):
-        return await ls.completion(params)
+    def completion(ls: DgServer, params: T.CompletionParams):
+        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_COMPLETION)
+        return (yield ls.completion, (params, seen), None)
 
     @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
                     T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
     def code_action(ls: DgServer, params: T.CodeActionParams):
         return code_actions(ls, params)
 
-    @server.command(FILL_HOLE)
-    async def fill_hole(ls: DgServer, params: T.ExecuteCommandParams):
-        return await run_command(ls, params)
-
-    @server.command(REWRITE_SELECTION)
-    async def rewrite_selection(ls: DgServer, params: T.ExecuteCommandParams):
-        return await run_command(ls, params)
+    server.command(FILL_HOLE)(command)
+    server.command(REWRITE_SELECTION)(command)
 
     @server.feature(T.SHUTDOWN)
     def shutdown(ls: DgServer, params: None) -> None:

@@ -1,9 +1,13 @@
 """The engine thread: loads the model, runs one engine job at a time, debounces and cancels them.
 
-Everything here is called from the event loop except what runs on `EngineThread` (model loading and
-`engine.infill`). The loop never waits on the engine: it awaits an asyncio future wrapping the thread's work.
-Cancellation is cooperative: a `Ticket` wraps the engine's `CancelToken`, which the engine checks between
+Everything here is called from the event loop except what runs on `EngineThread` (model loading, the check
+fill and `engine.infill`). The loop never waits on the engine: it awaits an asyncio future wrapping the thread's
+work. Cancellation is cooperative: a `Ticket` wraps the engine's `CancelToken`, which the engine checks between
 denoising steps, so a cancelled job stops within one step and frees the thread for the next one.
+
+A model is "ready" only once it has loaded AND a check fill (one short canvas through the engine seam) has run;
+what a checkpoint lacks or gets wrong (no tokenizer, damaged weights, canvas lengths the model cannot hold) is an
+"error" with a message that says what to do, and the server keeps serving (requests answer empty).
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ log = logging.getLogger(__name__)
 # Engine outputs depend on the sampling seed; a fixed seed makes a fill a pure function of its inputs, which
 # is what lets the LRU cache return exactly what a cold run would.
 SEED = 0
+CHECK_PREFIX, CHECK_SUFFIX = "def add(a, b):\n    return ", "\n"
+CHECK_STEPS = 2
+CHECK_FILL_S = 120.0  # the check fill (one short canvas, two steps) is cancelled after this long
+
+
+class ModelCheckError(RuntimeError):
+    """A checkpoint the server cannot serve from; the message says why and what to do."""
 
 
 def load_engine(settings: Settings) -> Any:
@@ -46,8 +57,60 @@ def load_engine(settings: Settings) -> Any:
 
     if settings.device == "cpu" or (settings.device == "auto" and not torch.cuda.is_available()):
         torch.set_num_threads(1)
-    return Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
-                                  prompt_format=settings.prompt_format)
+    engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
+                                    prompt_format=settings.prompt_format)
+    check_engine(engine)
+    return engine
+
+
+def check_engine(engine: Any) -> None:
+    """What the embedded engine needs before it can serve, each failure a ModelCheckError that says what to do:
+    a tokenizer, canvases the model can hold, weights and logits that are finite. (Before the check fill: a canvas
+    of 200,000 tokens would not finish, and damaged weights give NaN logits, which decode to empty fills.)"""
+    import torch
+
+    from engine.model import KVCache
+
+    path = engine.path
+    if engine.tokenizer is None:
+        raise ModelCheckError(f"{path.name} has no tokenizer.json: the server reads code through the checkpoint's "
+                              f"tokenizer; put the tokenizer.json that came with the checkpoint into {path.name}/")
+    fmt, limit = engine.prompt_format, engine.config.text.max_position_embeddings
+    longest, context = max(fmt.canvas_lengths), fmt.max_context_tokens or 0
+    if longest + context + 4 > limit:
+        raise ModelCheckError(
+            f"{path.name}/infill.json: canvas_lengths go up to {longest} tokens (with a context of up to {context}), "
+            f"more than the model's {limit} positions (max_position_embeddings in config.json); list the canvas "
+            f"lengths the model was trained with (infill.json's canvas_lengths)")
+    bad = [name for name, p in engine.model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise ModelCheckError(f"{path.name}: {len(bad)} weight tensor(s) hold NaN or infinite values (the first: "
+                              f"{bad[0]}); the weights file is damaged: export or download it again")
+    with torch.inference_mode():
+        ids = engine.prompt_format.context(engine.encode(CHECK_PREFIX), engine.encode(CHECK_SUFFIX))
+        cache = engine.model.encode(torch.tensor([ids], dtype=torch.long, device=engine.device), KVCache())
+        canvas = torch.zeros((1, min(fmt.canvas_lengths)), dtype=torch.long, device=engine.device)
+        logits = engine.model.decode(canvas, cache, None)  # (1, C, V)
+    if not bool(torch.isfinite(logits).all()):
+        raise ModelCheckError(f"{path.name}: the model's logits on a test prompt are not finite (NaN or infinite): "
+                              f"the weights are damaged or do not fit the dtype {engine.dtype}; try dtype float32 "
+                              f"or export the checkpoint again")
+
+
+def check_fill(engine: Any, cancel: Any) -> None:
+    """Engine thread: one short fill through the engine seam (`prompt_format`, `encode`, `infill`), so "ready"
+    means a fill has run. Raises ModelCheckError when it cannot."""
+    try:
+        fmt = engine.prompt_format
+        ids = fmt.context(engine.encode(CHECK_PREFIX), engine.encode(CHECK_SUFFIX))
+        res = engine.infill(ids, canvas_length=min(fmt.canvas_lengths), steps=CHECK_STEPS, seed=SEED, cancel=cancel)
+    except Exception as exc:  # noqa: BLE001 -- any failure of the check is the checkpoint's
+        raise ModelCheckError(f"the check fill failed: {type(exc).__name__}: {exc}") from exc
+    if res.cancelled:
+        raise ModelCheckError(f"the check fill (one canvas of {min(fmt.canvas_lengths)} tokens, {CHECK_STEPS} "
+                              f"steps) did not finish within {CHECK_FILL_S:.0f} s")
+    if not isinstance(res.text, str):
+        raise ModelCheckError(f"the check fill returned {type(res.text).__name__}, not text")
 
 
 def new_cancel_token() -> Any:
@@ -105,9 +168,11 @@ class Worker:
     """Owns the engine and its single thread. Create and use on the event loop."""
 
     def __init__(self, factory: Callable[[Settings], Any] = load_engine,
-                 token_factory: Callable[[], Any] = new_cancel_token) -> None:
+                 token_factory: Callable[[], Any] = new_cancel_token,
+                 check: Callable[[Any, Any], None] | None = check_fill) -> None:
         self._factory = factory
         self._token_factory = token_factory
+        self._check = check
         self._thread = EngineThread()
         self.engine: Any = None
         self.state = "loading"  # loading | ready | error
@@ -132,10 +197,13 @@ class Worker:
         t0 = time.perf_counter()
         try:
             engine = await self._thread.submit(self._factory, settings).result
+            if self._check is not None and gen == self.generation:
+                await self._check_fill(engine)
         except Exception as exc:  # a bad path, a broken checkpoint, no CUDA: report, keep serving
             log.exception("model load failed")
             if gen == self.generation:
-                self.engine, self.state, self.error = None, "error", f"{type(exc).__name__}: {exc}"
+                why = str(exc) if isinstance(exc, ModelCheckError) else f"{type(exc).__name__}: {exc}"
+                self.engine, self.state, self.error = None, "error", why
             return
         if gen != self.generation:  # a newer load was requested meanwhile
             return
@@ -165,6 +233,15 @@ class Worker:
         self.state, self.error = state, message if state == "error" else None
         if self.on_state_change is not None:
             self.on_state_change(message)
+
+    async def _check_fill(self, engine: Any) -> None:
+        """The check fill on the engine thread, cancelled after CHECK_FILL_S."""
+        token = self._token_factory()
+        timer = asyncio.get_running_loop().call_later(CHECK_FILL_S, token.cancel)
+        try:
+            await self._thread.submit(self._check, engine, token).result
+        finally:
+            timer.cancel()
 
     # -- debounce and cancellation -----------------------------------------------------------------------
 

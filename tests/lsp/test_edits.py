@@ -6,14 +6,12 @@ import pytest
 
 from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
 from dg_lsp.documents import Document, Snapshot
-from dg_lsp.edits import (
-    count_errors,
-    lsp_completion_item,
-    lsp_inline_item,
-    lsp_text_edit,
-    postprocess,
-    to_lsp_range,
-)
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.syntax import COMMAND_PARSE_BYTES, SyntaxCheck, check_window, error_starts, prepare_check
+
+
+def count_errors(tree) -> int:
+    return len(error_starts(tree))
 
 
 def at(language_id: str, marked: str) -> tuple[Snapshot, Hole, int]:
@@ -177,7 +175,7 @@ def test_text_edit_spans_the_hole():
 def test_syntax_check_parses_a_bounded_window_of_a_big_file():
     """An unclosed quote in a fill makes tree-sitter re-parse everything after it; the check parses only the
     enclosing definition (dedented) or a few lines around the hole, so its cost does not grow with the file."""
-    from dg_lsp.edits import WINDOW_LINES, WINDOW_MAX_LINES, _Checker, check_window
+    from dg_lsp.syntax import WINDOW_LINES, WINDOW_MAX_LINES
 
     methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y\n\n" for i in range(800))
     text = "import os\n\n\nclass Big:\n" + methods + "\ndef tail():\n    return 1\n"
@@ -188,7 +186,7 @@ def test_syntax_check_parses_a_bounded_window_of_a_big_file():
     start, end, indent = check_window(snap, hole)
     assert text[start:].startswith("    def m400(self, x):")  # the enclosing method, not the 3,200-line class
     assert indent == "    " and text[start:end].count("\n") <= WINDOW_MAX_LINES
-    check = _Checker(snap, hole)
+    check = SyntaxCheck(snap, hole)
     assert check.base == []  # the dedented method parses cleanly on its own
     assert check.adds_errors('"unterminated')
     assert not check.adds_errors("x * 2 + ")  # y = x * 2 + x + 400
@@ -203,14 +201,12 @@ def test_syntax_check_parses_a_bounded_window_of_a_big_file():
 
 def test_a_python_body_left_empty_is_an_error():
     """tree-sitter-python parses `def f():` with no body without an ERROR node; Python rejects it."""
-    from dg_lsp.edits import _Checker
-
     text = "def describe(shapes):\n    total = sum(shapes)\n    return total\n\n\nx = 1\n"
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     start = text.index("    total")
     end = text.index("\n\n\nx") + 1
     hole = hole_for_selection(snap, start, end, widen=False)
-    check = _Checker(snap, hole)
+    check = SyntaxCheck(snap, hole)
     assert check.adds_errors("garbage\n")  # dedented: the function is left without a body
     assert not check.adds_errors("    return 0\n")
 
@@ -233,26 +229,23 @@ def test_control_characters_and_replacement_chars_are_dropped():
     assert postprocess(snap, hole, "\x00\ufffd") is None
 
 
-def test_syntax_check_has_a_time_budget_and_a_prepared_baseline():
-    """The check runs on a keystroke: the fill itself is always checked (whether a good fill shows must not depend
-    on the machine's load), the search for a shorter version that parses always gets its first two candidates
-    (balanced cuts first) and then stops at the budget; the baseline (the window parsed as it is) can be prepared
-    ahead, beside the engine, with the same result."""
-    from dg_lsp.edits import prepare_check
-
+def test_syntax_check_has_a_parse_budget_and_a_prepared_baseline():
+    """The check runs on a keystroke: the fill itself is always checked, the search for a shorter version that parses
+    gets a fixed number of parsed bytes (balanced cuts first), so what shows never depends on the machine's load; the
+    baseline (the window parsed as it is) can be prepared ahead, beside the engine, with the same result."""
     body = "".join(f"    v{i} = [{i}, ({i} + 1), {{'k': {i}}}]\n" for i in range(120))
     text = "def big():\n" + body + "    return v0\n"
     snap = Document("file:///b.py", "python", 1, text).snapshot()
     cursor = text.index("    v60 = ") + len("    v60 = ")
     hole = hole_at_cursor(snap, cursor)
     good, bad = "[60, 61]", "[60, (61"
-    assert postprocess(snap, hole, good, budget_s=None) == good
-    assert postprocess(snap, hole, bad, budget_s=None) in (None, "[60,")  # shortened or dropped, never shown as is
-    assert postprocess(snap, hole, good, budget_s=0.0) == good  # verified even with no time left
-    assert postprocess(snap, hole, bad, budget_s=0.0) is None  # no time to search past two candidates
+    assert postprocess(snap, hole, good, parse_budget=COMMAND_PARSE_BYTES) == good
+    assert postprocess(snap, hole, bad, parse_budget=COMMAND_PARSE_BYTES) in (None, "[60,")  # never shown as is
+    assert postprocess(snap, hole, good, parse_budget=0) == good  # the fill itself is always checked
+    assert postprocess(snap, hole, bad, parse_budget=0) is None  # no parses left past two candidates
     # an unclosed call: the longest balanced cut is the answer ("+" joins the rest of the line, "[60, (60 + 1), ...]"),
-    # found with no time left (the old longest-first order tried "[60, 61] + (" first)
-    assert postprocess(snap, hole, "[60, 61] + (62", budget_s=0.0) == "[60, 61] +"
+    # found among the first candidates (the old longest-first order tried "[60, 61] + (" first)
+    assert postprocess(snap, hole, "[60, 61] + (62", parse_budget=0) == "[60, 61] +"
     for fill in (good, bad):
         assert postprocess(snap, hole, fill, prepare_check(snap, hole)) == postprocess(snap, hole, fill)
     assert prepare_check(Document("file:///t.txt", "plaintext", 1, "x").snapshot(), hole) is None

@@ -19,7 +19,7 @@ def structured(server, message: dict):
     return json.loads(json.dumps(message), object_hook=server.protocol.structure_message)
 
 
-async def test_did_change_reaches_the_store_and_sets_the_arrival():  # async: the handler starts a reparse task
+async def test_did_change_reaches_the_store_and_sets_the_arrival():  # a loop: the reparse is scheduled
     server = build_server(engine_factory=lambda s: None)
     server.store.open("file:///a.py", "python", 1, "x = 1\n")
     server.protocol.arrived_at = 123.0

@@ -66,7 +66,8 @@ async def test_unknown_uri(client):
 async def test_position_past_the_end(client):
     uri = "file:///short.txt"
     open_doc(client, uri, TEXT, "plaintext")
-    assert await client.text_document_inline_completion_async(inline_params(uri, 99, 0)) is None
+    with pytest.raises(JsonRpcException, match="outside the document"):
+        await client.text_document_inline_completion_async(inline_params(uri, 99, 0))
     with pytest.raises(JsonRpcException, match="outside the document"):
         await client.workspace_execute_command_async(
             T.ExecuteCommandParams(command="dg.fillHole", arguments=fill_args(uri, 99, 0)))
@@ -108,7 +109,7 @@ async def test_binary_garbage_text(client):
     for lang in ("python", "plaintext"):
         uri = f"file:///garbage-{lang}"
         open_doc(client, uri, text, lang)
-        res = await client.text_document_inline_completion_async(inline_params(uri, 3, 10))
+        res = await client.text_document_inline_completion_async(inline_params(uri, 2, 1))  # "\r" breaks lines
         assert res is None or len(res.items) == 1
         res = await client.workspace_execute_command_async(
             T.ExecuteCommandParams(command="dg.fillHole", arguments=fill_args(uri, 0, 100)))

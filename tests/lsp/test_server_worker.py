@@ -33,7 +33,7 @@ class SlowEngine:
         self.calls = 0
         self.threads: list[threading.Thread] = []
 
-    def infill(self, context_ids, *, steps, cancel, on_step, **kwargs):
+    def infill(self, context_ids, *, steps=None, cancel, on_step=None, **kwargs):
         self.calls += 1
         self.threads.append(threading.current_thread())
         n = 0
@@ -42,13 +42,14 @@ class SlowEngine:
                 break
             time.sleep(self.step_s)
             n = i
-            on_step(SimpleNamespace(step=i, steps=steps, text="x" * i))
+            if on_step is not None:
+                on_step(SimpleNamespace(step=i, steps=steps, text="x" * i))
         return SimpleNamespace(text="fill", steps=n, cancelled=cancel.cancelled, reused_prefix_tokens=0,
                                timings={"total_ms": 1.0})
 
 
 async def ready_worker(engine) -> Worker:
-    w = Worker(lambda s: engine, Token)
+    w = Worker(lambda s: engine, Token, check=None)
     await w.load(Settings())
     assert w.state == "ready" and w.engine is engine
     return w
@@ -169,3 +170,26 @@ async def test_engine_thread_finished_outlives_a_cancelled_result_and_shutdown_d
         await asyncio.wait_for(second.result, 5)
     with pytest.raises(RuntimeError, match="shut down"):
         th.submit(lambda: None)
+
+
+class NoFillEngine(SlowEngine):
+    """Loads, but every fill fails (as a checkpoint whose tokenizer cannot encode would)."""
+
+    prompt_format = SimpleNamespace(canvas_lengths=(16,), context=lambda p, s, hole=None: [1, *p, *s])
+
+    def encode(self, text):
+        raise ValueError("this tokenizer cannot encode")
+
+
+async def test_ready_only_after_a_check_fill():
+    w = Worker(lambda s: NoFillEngine(), Token)
+    await w.load(Settings())
+    assert w.state == "error" and w.engine is None
+    assert "check fill failed" in w.error and "cannot encode" in w.error
+    w.shutdown()
+    good = SlowEngine(0.0)
+    good.prompt_format, good.encode = NoFillEngine.prompt_format, lambda text: [2] * len(text)
+    w = Worker(lambda s: good, Token)
+    await w.load(Settings())
+    assert w.state == "ready" and good.calls == 1  # the check fill ran once
+    w.shutdown()

@@ -1,0 +1,335 @@
+"""The syntax gate: does a fill make the code around its hole worse? tree-sitter, and Python's own parser.
+
+A bounded window of the document around the hole (see `check_window`) is parsed twice: as it is (the baseline,
+`prepare_check`, which does not depend on the fill) and with the fill in the hole. A fill is rejected when
+- tree-sitter finds more ERROR/MISSING nodes than in the baseline, or as many but one inside the fill; for Python an
+  emptied block (`def f():` with no body, which tree-sitter accepts) counts as an error too;
+- for Python, CPython's parser (`compile(..., PyCF_ONLY_AST)`) rejects the window with the fill when it accepted the
+  baseline, or reports its first error earlier than the baseline's. tree-sitter-python is lenient where Python is
+  not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
+A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
+
+The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
+file length, and the shortening search stops after a number of parsed bytes (not after a time), so the same
+snapshot, hole and fill always give the same answer, on a busy machine or an idle one, with the baseline prepared
+or not.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import warnings
+
+import tree_sitter
+
+from dg_lsp.context import Hole, leading_ws
+from dg_lsp.documents import Snapshot
+from dg_lsp.languages import language, parse_until, parser
+
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_OPENERS = "".join(_CLOSERS.values())
+_QUOTES = "\"'`"
+_TOKEN_END = re.compile(r"\w+|[^\w\s]")
+WINDOW_MAX_LINES = 100
+WINDOW_LINES = 25
+WINDOW_MAX_CHARS = 8_000  # whatever the lines: a one-line 5 MB file gets a window of this size
+# Bytes the shortening search may parse for one fill (tree-sitter and Python's parser both count; the fill itself is
+# always checked and the first MIN_TRIES shorter candidates always tried): a keystroke's answer is due at once, a
+# command (an explicit action with a progress bar) may search longer. About 10 MB/s for each parser on this
+# project's 2-core machine, so 12 KB is about a millisecond.
+KEYSTROKE_PARSE_BYTES = 12_000
+COMMAND_PARSE_BYTES = 400_000
+MIN_TRIES = 2
+
+
+def error_starts(tree: tree_sitter.Tree, focus: tuple[int, int] | None = None) -> list[int]:
+    """Start bytes of the ERROR and MISSING nodes (descending only into subtrees that contain one).
+
+    A MISSING token of a hidden kind (a name starting with "_", such as Python's `_newline` in `return a b`) has no
+    node of its own: its parent has an error but none of its visible children does. Such an error is counted at the
+    first end of a child that falls in `focus` (the fill's bytes: a missing token sits at the end of the token before
+    it), else at the parent's start."""
+    out, stack = [], [tree.root_node]
+    while stack:
+        node = stack.pop()
+        own = node.is_error or node.is_missing
+        if own:
+            out.append(node.start_byte)
+        kids = [c for c in node.children if c.has_error]
+        if not kids and not own and node.has_error:
+            ends = [c.end_byte for c in node.children if focus is not None and focus[0] <= c.end_byte <= focus[1]]
+            out.append(ends[0] if ends else node.start_byte)
+        stack.extend(kids)
+    return out
+
+
+@functools.cache
+def _block_query() -> tree_sitter.Query:
+    return tree_sitter.Query(language("python"), "(block) @block")
+
+
+def empty_blocks(tree: tree_sitter.Tree, start: int, end: int) -> list[int]:
+    """Start bytes of empty Python blocks that touch bytes [start, end): tree-sitter accepts `def f():` with no
+    body, Python does not. (A tree-sitter query: the walk stays in C.)"""
+    cursor = tree_sitter.QueryCursor(_block_query())
+    cursor.set_byte_range(start, end)
+    return [n.start_byte for n in cursor.captures(tree.root_node).get("block", ()) if n.named_child_count == 0]
+
+
+def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
+    """(start, end, indent) of the text the syntax check parses: the smallest top-level node around the hole if
+    it has at most WINDOW_MAX_LINES lines, else the innermost enclosing definition that small (re-parsed
+    dedented by its first line's indent), else WINDOW_LINES lines either side; then at most WINDOW_MAX_CHARS / 2
+    characters either side of the hole (cut at a line start where one is near, else inside the line). Parsing a
+    bounded window keeps the check cheap on big files, where an unclosed bracket or quote in a fill makes
+    tree-sitter's error recovery re-parse everything after it."""
+    text = snap.text
+    hole_line = snap.line_start(hole.start)
+    fallback = True
+    start, end, indent = hole_line, hole.end, ""
+    if snap.tree is not None and snap.spec is not None:
+        b_lo, b_hi = snap.byte_offset(hole_line), snap.byte_offset(hole.end)
+        node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
+        chain = []
+        while node is not None and node.parent is not None:
+            chain.append(node)
+            node = node.parent
+        for node in reversed(chain):  # outermost first
+            n_lines = node.end_point[0] - node.start_point[0] + 1
+            if n_lines > WINDOW_MAX_LINES:
+                continue
+            if node.parent.parent is None or node.type in snap.spec.scopes:
+                s_off, e_off = snap.span(node)
+                s_off = snap.line_start(s_off)
+                if s_off <= hole_line and e_off >= hole.end:
+                    start, end, fallback = s_off, snap.line_end(e_off), False
+                    indent = leading_ws(text[start:min(snap.line_end(start), start + WINDOW_MAX_CHARS)])
+                    break
+    if fallback:
+        row, last = snap.line_of(hole.start), snap.line_of(hole.end)
+        start = int(snap.starts[max(row - WINDOW_LINES, 0)])
+        after = last + WINDOW_LINES + 1
+        end = int(snap.starts[after]) if after < len(snap.starts) else len(text)
+    return _clip(snap, hole, start, min(max(end, hole.end), len(text)), indent)
+
+
+def _clip(snap: Snapshot, hole: Hole, start: int, end: int, indent: str) -> tuple[int, int, str]:
+    """The window [start, end) cut to WINDOW_MAX_CHARS / 2 characters either side of the hole: at a line start
+    where one is near, else (a long line) at the edge of a syntax node, so that no token or string is split."""
+    half = WINDOW_MAX_CHARS // 2
+    if hole.start - start > half:
+        lo = hole.start - half
+        row = snap.line_of(lo)
+        if int(snap.starts[row]) != lo and row + 1 < len(snap.starts) and int(snap.starts[row + 1]) <= hole.start:
+            lo = int(snap.starts[row + 1])  # the next line start, still before the hole
+        elif int(snap.starts[row]) != lo:
+            lo = _node_start_after(snap, lo, hole.start)
+        start, indent = lo, indent if snap.line_start(lo) == lo else ""
+    if end - hole.end > half:
+        hi = hole.end + half
+        line = snap.line_start(hi)
+        end = line if line > hole.end else _node_end_before(snap, hi, hole.end)
+    return start, end, indent
+
+
+def _node_start_after(snap: Snapshot, lo: int, limit: int) -> int:
+    """The first start of a child of the node spanning [lo, limit) that is at or after `lo` (and before `limit`),
+    else `lo`."""
+    if snap.tree is None:
+        return lo
+    b_lo, b_limit = snap.byte_offset(lo), snap.byte_offset(limit)
+    node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_limit)
+    child = node.first_child_for_byte(b_lo)
+    while child is not None and child.start_byte < b_lo:
+        child = child.next_sibling
+    return snap.char_offset(child.start_byte) if child is not None and child.start_byte <= b_limit else lo
+
+
+def _node_end_before(snap: Snapshot, hi: int, limit: int) -> int:
+    """The last end of a child of the node spanning [limit, hi) that is at or before `hi` (and after `limit`),
+    else `hi`."""
+    if snap.tree is None:
+        return hi
+    b_limit, b_hi = snap.byte_offset(limit), snap.byte_offset(hi)
+    node = snap.tree.root_node.descendant_for_byte_range(b_limit, b_hi)
+    after = node.first_child_for_byte(b_hi)
+    child = after.prev_sibling if after is not None else node.child(node.child_count - 1) if node.child_count else None
+    while child is not None and child.end_byte > b_hi:
+        child = child.prev_sibling
+    return snap.char_offset(child.end_byte) if child is not None and child.end_byte >= b_limit else hi
+
+
+def _dedent(piece: str, indent: str, at_line_start: bool) -> str:
+    if not indent:
+        return piece
+    lines = piece.split("\n")
+    return "\n".join(ln[len(indent):] if ln.startswith(indent) and (i or at_line_start) else ln
+                     for i, ln in enumerate(lines))
+
+
+def _lines(s: str) -> int:
+    """Line breaks in `s` as Python's tokenizer counts them ("\\n", "\\r\\n", "\\r")."""
+    return s.count("\n") + s.count("\r") - s.count("\r\n")
+
+
+def first_error_line(src: str) -> int | None:
+    """The line (1-based) of the first error CPython's parser reports in `src`, None when it parses, 0 when it
+    cannot say (nesting too deep for the parser). Only the parser runs (PyCF_ONLY_AST): the compiler's own checks
+    (`return` outside a function, ...) do not apply to a window cut out of a file."""
+    try:
+        with warnings.catch_warnings():  # invalid escapes in the user's strings are not our business
+            warnings.simplefilter("ignore")
+            compile(src, "<window>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as e:  # IndentationError and TabError included
+        return e.lineno or 1
+    except (ValueError, RecursionError, MemoryError):
+        return 0
+    return None
+
+
+class SyntaxCheck:
+    """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own.
+
+    The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
+    candidate fill, counting the bytes it parsed in `parsed_bytes`."""
+
+    def __init__(self, snap: Snapshot, hole: Hole) -> None:
+        self.snap, self.hole = snap, hole
+        self.parser = parser(snap.language) if snap.language else None
+        ws, we, self.indent = check_window(snap, hole)
+        self.window = (ws, we)
+        head = _dedent(snap.text[ws:hole.start], self.indent, True)
+        tail_at_line_start = hole.end == 0 or snap.text[hole.end - 1] in "\r\n"
+        tail = _dedent(snap.text[hole.end:we], self.indent, tail_at_line_start)
+        self.head, self.tail = head.encode("utf-8", "surrogatepass"), tail.encode("utf-8", "surrogatepass")
+        self.parsed_bytes = 0
+        replaced = _dedent(hole.replaced, self.indent, False)
+        self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser is not None else []
+        # Python's own parser, on the same window (str): the line of the hole, and the baseline's first error
+        self.python = snap.language == "python"
+        if self.python:
+            self.py_head, self.py_tail = head, tail
+            self.hole_line = _lines(head) + 1
+            self.replaced_lines = _lines(replaced)
+            self.py_base = first_error_line(head + replaced + tail)
+
+    def _errors(self, data: bytes) -> list[int]:
+        src = self.head + data + self.tail
+        self.parsed_bytes += len(src)
+        tree = parse_until(self.parser, src)
+        blocks = []
+        sb = len(self.head)  # where the fill starts
+        if self.snap.language == "python":  # only near the hole: elsewhere the window is as it was
+            line = self.head.rfind(b"\n", 0, max(sb - 1, 0)) + 1  # an emptied block sits at its header's end
+            blocks = empty_blocks(tree, max(line - 1, 0), sb + len(data) + 1)
+        return sorted(error_starts(tree, (sb, sb + len(data))) + blocks)
+
+    def adds_errors(self, fill: str) -> bool:
+        dedented = _dedent(fill, self.indent, False)
+        data = dedented.encode("utf-8", "surrogatepass")
+        errors = self._errors(data)
+        if len(errors) != len(self.base):
+            if len(errors) > len(self.base):
+                return True
+        else:  # as many errors as before: fine unless one of them sits in the fill (it fixed one, broke another)
+            sb = len(self.head)
+            if any(sb <= e <= sb + len(data) for e in errors):
+                return True
+        return self.python and self._python_rejects(dedented)
+
+    def _python_rejects(self, fill: str) -> bool:
+        """Does CPython's parser reject the window with `fill` where it accepted the baseline (or fail earlier)?"""
+        base = self.py_base
+        if base is not None and base < self.hole_line:
+            return False  # the window is broken above the hole already: the parser cannot judge the fill
+        src = self.py_head + fill + self.py_tail
+        self.parsed_bytes += len(src)
+        found = first_error_line(src)
+        if found is None:
+            return False
+        if base is None:
+            return True
+        added = _lines(fill)
+        # the error in baseline lines: inside the fill counts as the hole's line, below it shifts back
+        at = self.hole_line if found <= self.hole_line + added else found - added + self.replaced_lines
+        return at < base
+
+
+def prepare_check(snap: Snapshot, hole: Hole) -> SyntaxCheck | None:
+    """The syntax check's fill-independent part (the window and its own parse), or None when there is none."""
+    if snap.tree is None or not snap.language:
+        return None
+    check = SyntaxCheck(snap, hole)
+    return check if check.parser is not None else None
+
+
+def validate(snap: Snapshot, hole: Hole, fill: str, check: SyntaxCheck | None, parse_budget: int) -> str | None:
+    """`fill`, or its longest prefix that the gate accepts (the search parses about `parse_budget` bytes), or None."""
+    if check is None:
+        check = prepare_check(snap, hole)
+        if check is None:
+            return fill
+    if not check.adds_errors(fill):
+        return fill
+    return _shorten(check, fill, check.parsed_bytes + parse_budget)
+
+
+def _balanced_cuts(head: str, line: str) -> list[int]:
+    """The token ends of `line` (but its last) to try as cuts after `head`: those where the brackets opened since the
+    fill's start are closed and its quotes paired come first, then the others, each group longest first. A fill
+    that adds errors is most often an unclosed call or string, and the longest balanced cut is then the answer."""
+    depth = sum(head.count(c) for c in _OPENERS) - sum(head.count(c) for c in _CLOSERS)
+    quotes = [head.count(q) % 2 for q in _QUOTES]
+    cuts: list[tuple[bool, int]] = []
+    pos = 0
+    for m in _TOKEN_END.finditer(line):
+        for ch in line[pos:m.end()]:
+            if ch in _CLOSERS:
+                depth -= 1
+            elif ch in _OPENERS:
+                depth += 1
+            elif ch in _QUOTES:
+                quotes[_QUOTES.index(ch)] ^= 1
+        pos = m.end()
+        cuts.append((depth == 0 and not any(quotes), m.end()))
+    cuts = cuts[:-1]  # the whole line already failed (as part of a longer candidate)
+    return [e for ok, e in reversed(cuts) if ok] + [e for ok, e in reversed(cuts) if not ok]
+
+
+def _shorten(check: SyntaxCheck, fill: str, until_bytes: int) -> str | None:
+    """The longest prefix of `fill` (whole lines, then the next line cut at a token) that adds no errors, or None.
+    The first MIN_TRIES candidates are always parsed (the common case, an unclosed bracket or string, is then found
+    on any machine), later ones until `check.parsed_bytes` reaches `until_bytes`."""
+    lines = fill.split("\n")
+    best = ""
+    tries = 0
+
+    def done() -> bool:
+        return tries >= MIN_TRIES and check.parsed_bytes >= until_bytes
+
+    for n in range(len(lines) - 1, 0, -1):  # whole lines, longest first
+        cand = "\n".join(lines[:n]).rstrip()
+        if done():
+            return best or None
+        if cand.strip():
+            tries += 1
+            if not check.adds_errors(cand):
+                best = cand
+                break
+    # then the next line cut at a token boundary (balanced cuts first, longest first)
+    n_kept = best.count("\n") + 1 if best else 0
+    if n_kept < len(lines):
+        head = "\n".join(lines[:n_kept]) + ("\n" if n_kept else "")
+        for e in _balanced_cuts(head, lines[n_kept]):
+            cand = (head + lines[n_kept][:e]).rstrip()
+            if len(cand) <= len(best) or not cand.strip():
+                continue
+            if done():
+                break
+            tries += 1
+            if not check.adds_errors(cand):
+                best = cand
+                break
+    return best or None

@@ -1,0 +1,127 @@
+"""The syntax gate (issue 11, items 9 and 10): a shown fill must not make code that CPython's parser accepted stop
+parsing, where tree-sitter is lenient (indentation, empty bodies); and post-processing gives the same answer for the
+same snapshot and engine text, whether the gate's baseline was prepared beside the engine or not, on a busy machine
+or an idle one."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from dg_lsp.context import hole_at_cursor, hole_for_selection
+from dg_lsp.documents import Document, Snapshot
+from dg_lsp.edits import postprocess
+from dg_lsp.syntax import WINDOW_MAX_CHARS, SyntaxCheck, error_starts, first_error_line, prepare_check
+
+# The issue's case: the rest of the `def` line (a comment) cut away, the cursor after the colon and two spaces.
+VERSION_STR = ('import sys\n\n\ndef version_str(version):  \n    """The version as a dotted string."""\n'
+               '    return ".".join(str(v) for v in version)\n\n\nprint(version_str(sys.version_info))\n')
+
+
+def snapshot(text: str, language: str = "python") -> Snapshot:
+    return Document("file:///t.py", language, 1, text).snapshot()
+
+
+def with_fill(snap: Snapshot, hole, fill: str) -> str:
+    return snap.text[:hole.start] + fill + snap.text[hole.end:]
+
+
+def test_a_fill_that_turns_a_def_into_a_one_liner_above_its_body_is_rejected():
+    snap = snapshot(VERSION_STR)
+    hole = hole_at_cursor(snap, VERSION_STR.index("):  ") + 4)
+    broken = with_fill(snap, hole, '""')
+    assert first_error_line(VERSION_STR) is None and first_error_line(broken) == 5  # IndentationError below
+    edited = snapshot(broken)
+    assert len(error_starts(edited.tree)) == len(error_starts(snap.tree))  # tree-sitter alone lets it through
+    assert postprocess(snap, hole, '""') is None
+    assert postprocess(snap, hole, "# returns a str") == "# returns a str"  # a comment there is fine
+
+
+@pytest.mark.parametrize("marked,fill,kept", [
+    # an emptied body is an error for CPython (tree-sitter accepts `def f():` with no body)
+    ("def f(x):\n    |\n", "pass", "pass"),
+    # a dedent that leaves the rest of the block orphaned
+    ("def f(x):\n    y = |\n    return y\n", "x\n  z = 1", "x"),
+    # a fill that closes what the baseline left open is welcome although the baseline does not parse
+    ("total = compute(|\nprint(total)\n", "1, 2)", "1, 2)"),
+])
+def test_cpython_parser_cases(marked, fill, kept):
+    cursor = marked.index("|")
+    text = marked[:cursor] + marked[cursor + 1:]
+    snap = snapshot(text)
+    assert postprocess(snap, hole_at_cursor(snap, cursor), fill) == kept
+
+
+def test_a_window_broken_above_the_hole_leaves_the_decision_to_tree_sitter():
+    text = "def f(:\n    return 1\n\n\ndef g(x):\n    y = x\n    return y\n"
+    snap = snapshot(text)
+    hole = hole_at_cursor(snap, text.index("y = x") + len("y = x"))
+    check = SyntaxCheck(snap, hole)
+    assert not check.adds_errors(" + 1")
+
+
+def test_the_gate_reads_a_bounded_window_on_a_huge_definition():
+    body = "".join(f"    v{i} = [{i}, {i + 1}]\n" for i in range(5_000))
+    text = "def huge():\n" + body + "    return v0\n"
+    snap = snapshot(text)
+    hole = hole_at_cursor(snap, text.index("    v2500 = ") + len("    v2500 = "))
+    check = SyntaxCheck(snap, hole)
+    assert check.window[1] - check.window[0] <= WINDOW_MAX_CHARS
+    check.adds_errors("[1, 2]")
+    assert check.parsed_bytes <= 3 * WINDOW_MAX_CHARS + 100  # tree-sitter's baseline and fill, Python's fill
+
+
+# ---- determinism ------------------------------------------------------------------------------------------------
+
+SOURCE = ('import os\n\n\nclass Store:\n    def __init__(self, root):\n        self.root = root\n'
+          '        self.items = {}\n\n    def get(self, key, default=None):\n        value = self.items.get(key)\n'
+          '        if value is None:\n            return default\n        return value\n\n'
+          '    def put(self, key, value):\n        self.items[key] = (value, len(value))\n\n\n'
+          'def main(argv):\n    store = Store(os.getcwd())\n    for arg in argv:\n        store.put(arg, arg * 2)\n'
+          '    return store\n')
+TOKENS = ["x", "self", ".", "items", "(", ")", "[", "]", ",", " ", ":", "\n", "    ", "return", "=", "1", '"', "'",
+          "+", "if", "else", "None", "key", "value", "{", "}", "#", "lambda", "\n        "]
+
+
+def raw_fills(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(TOKENS) for _ in range(rng.randrange(1, 24))) for _ in range(n)]
+
+
+def cursors(text: str, n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(0, len(text) + 1) for _ in range(n)]
+
+
+def test_postprocessing_is_the_same_with_or_without_a_prepared_baseline():
+    snap = snapshot(SOURCE)
+    for i, cursor in enumerate(cursors(SOURCE, 40, seed=1)):
+        hole = hole_at_cursor(snap, cursor)
+        for raw in raw_fills(10, seed=i):
+            assert postprocess(snap, hole, raw, prepare_check(snap, hole)) == postprocess(snap, hole, raw), raw
+
+
+def test_postprocessing_does_not_depend_on_the_clock(monkeypatch):
+    """The same fills on a machine where every clock read says a second has passed."""
+    snap = snapshot(SOURCE)
+    cases = [(hole_at_cursor(snap, c), raw) for i, c in enumerate(cursors(SOURCE, 25, seed=2))
+             for raw in raw_fills(6, seed=100 + i)]
+    calm = [postprocess(snap, hole, raw) for hole, raw in cases]
+    now = [0.0]
+
+    def slow_clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    monkeypatch.setattr(time, "perf_counter", slow_clock)
+    assert [postprocess(snap, hole, raw) for hole, raw in cases] == calm
+
+
+def test_a_rewritten_selection_is_checked_by_cpython_too():
+    text = "def f(a):\n    b = a + 1\n    return b\n"
+    snap = snapshot(text)
+    hole = hole_for_selection(snap, text.index("    b ="), text.index("\n    return"), widen=False)
+    assert postprocess(snap, hole, "b = a * 2") == "    b = a * 2"
+    assert postprocess(snap, hole, "b = a * 2\n        c = b") == "    b = a * 2"  # not the unexpected indent
