@@ -74,7 +74,7 @@ class Remote:
 
 async def test_the_worker_state_follows_the_backend_and_reports_each_change():
     remote = Remote()
-    worker = Worker(factory=lambda settings: remote)
+    worker = Worker(factory=lambda settings: remote, check=None)  # no check fill: the fake fills nothing
     heard: list[tuple[str, str]] = []
     worker.on_state_change = lambda message: heard.append((worker.state, message))
     await worker.load(Settings())
