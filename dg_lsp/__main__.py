@@ -18,7 +18,8 @@ from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="dg-lsp", description="Language server that fills code holes with a "
-                                "text-diffusion LLM. With no arguments it serves LSP on stdio.")
+                                "text-diffusion LLM. With no arguments it serves LSP on stdio; "
+                                "`dg-lsp serve-engine` serves one model to every editor on the machine.")
     p.add_argument("--tcp", metavar="[HOST:]PORT", type=parse_host_port,
                    help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1; IPv6 as [::1]:PORT); a host that "
                    "is not loopback needs --token-env")
@@ -48,6 +49,11 @@ GIL_SWITCH_S = 0.0005
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
+        from engine.service.cli import main as serve_engine
+
+        return serve_engine(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -104,6 +104,7 @@ class DgServer(LanguageServer):
         self.default_model = default_model  # `--model`: used while the client's modelPath is null
         self.store = DocumentStore()
         self.worker = Worker(engine_factory, token_factory)
+        self.worker.on_state_change = lambda message: self.send_status(message=message)  # a remote backend's server
         self.fills: LRU[str] = LRU(256)
         self.shown: dict[str, Shown] = {}
         self.last_latency_ms: float | None = None

@@ -45,7 +45,12 @@ def load_engine(settings: Settings) -> Any:
     On CPU the engine gets one intra-op thread. A small code model's matrices are too small to gain from more,
     and extra threads fight the editor and this server's event loop for the cores: on 2 busy cores a 48-step
     fill of the tiny test model took 0.4-0.9 s with one thread and 3-18 s with torch's default two.
+    The `service` and `openai` backends are built by dg_lsp.backends.factory (no torch in this process).
     """
+    if settings.backend != "embedded":
+        from dg_lsp.backends.factory import build_backend
+
+        return build_backend(settings)
     import torch
 
     from engine.engine import Engine
@@ -109,7 +114,9 @@ def check_fill(engine: Any, cancel: Any) -> None:
 
 
 def new_cancel_token() -> Any:
-    from engine.engine import CancelToken
+    """A cancel flag for one job. Torch-free: a server on the service or openai backend never imports torch
+    (peak RSS of such a server: ~280 MiB with torch imported, ~75 MiB without; python -m bench.service)."""
+    from dg_lsp.backends.remote import CancelToken
 
     return CancelToken()
 
@@ -175,6 +182,8 @@ class Worker:
         self._latest_call: dict[str, int] = {}
         self._call_ids = itertools.count(1)
         self._tickets: set[Ticket] = set()
+        self.on_state_change: Callable[[str], None] | None = None  # called with a message when `state` follows
+        # a remote backend's server going away or coming back
 
     # -- model -------------------------------------------------------------------------------------------
 
@@ -198,9 +207,32 @@ class Worker:
             return
         if gen != self.generation:  # a newer load was requested meanwhile
             return
-        self.engine, self.state = engine, "ready"
+        old, self.engine, self.state = self.engine, engine, "ready"
         self.model_name = str(getattr(engine, "name", None) or settings.model_path or "default model")
         log.info("model %s loaded in %.0f ms", self.model_name, (time.perf_counter() - t0) * 1e3)
+        if old is not None and old is not engine and hasattr(old, "close"):
+            old.close()
+        self._follow(engine, gen)
+
+    def _follow(self, engine: Any, gen: int) -> None:
+        """A remote backend reports its server going away and coming back; `state` follows it on the loop."""
+        watch = getattr(engine, "watch_state", None)
+        if watch is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def heard(state: str, message: str) -> None:  # any thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(self._backend_state, gen, state, message)
+
+        watch(heard)
+
+    def _backend_state(self, gen: int, state: str, message: str) -> None:
+        if gen != self.generation or self.state not in ("ready", "error"):
+            return
+        self.state, self.error = state, message if state == "error" else None
+        if self.on_state_change is not None:
+            self.on_state_change(message)
 
     async def _check_fill(self, engine: Any) -> None:
         """The check fill on the engine thread, cancelled after CHECK_FILL_S."""

@@ -67,9 +67,11 @@ class ChatTemplate:
     def _kwargs(self) -> dict[str, Any]:
         return {"enable_thinking": False} if self.thinking_switch else {}
 
-    def render(self, messages: list[dict[str, str]]) -> str:
-        """The whole prompt as text, ending with the model's turn opened."""
-        return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **self._kwargs())
+    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True, **kwargs: Any) -> str:
+        """The whole prompt as text, ending with the model's turn opened. `kwargs` go to the template (an OpenAI
+        request's `chat_template_kwargs`, as the engine service passes them); thinking stays off unless they say."""
+        return self._tok.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False,
+                                             **{**self._kwargs(), **kwargs})
 
     def reference_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """transformers' own tokenization of the rendered prompt (what its examples feed to `generate`)."""
