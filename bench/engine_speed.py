@@ -1,6 +1,9 @@
 """Engine vs transformers' `generate` on the same checkpoint, same run, CPU: per-step time and speedup.
 
-    python -m bench.engine_speed [--model DIR] [--context 512] [--canvas 64] [--steps 16] [--repeats 5]
+    python -m bench.engine_speed [--model DIR] [--context 512] [--canvas 64] [--steps 16] [--repeats 5] [--no-compile]
+
+Rows: the engine as it ships (eager step), the engine with its decoder compiled (`Engine(compile=True)`; the
+first call compiles, excluded and reported as compile_s), the engine's reference-compatible mode, transformers.
 
 Without --model it builds a 12.6M-parameter random checkpoint of the DiffusionGemma architecture (the size class
 of the shipped model; vocabulary 8,192). Runs are interleaved (ours, theirs, ours, ...) so machine noise hits both;
@@ -36,7 +39,7 @@ def build_bench_checkpoint(root: Path, canvas: int) -> Path:
                                  with_tokenizer=False)
 
 
-def run(model: Path, context: int, canvas: int, steps: int, repeats: int) -> dict:
+def run(model: Path, context: int, canvas: int, steps: int, repeats: int, compiled: bool = False) -> dict:
     """Load `model` into both implementations (CPU, fp32) and compare them."""
     from transformers import DiffusionGemmaForBlockDiffusion
 
@@ -44,17 +47,28 @@ def run(model: Path, context: int, canvas: int, steps: int, repeats: int) -> dic
 
     eng = Engine.from_pretrained(model, device="cpu", dtype="float32")
     ref = DiffusionGemmaForBlockDiffusion.from_pretrained(model).eval()
-    return compare(eng, ref, context, canvas, steps, repeats)
+    twin = None
+    if compiled:  # the same weights, the decoder compiled
+        twin = Engine(eng.model, eng.config, eng.tokenizer, eng.infill_format, eng.device, eng.dtype, eng.path,
+                      compile=True)
+    return compare(eng, ref, context, canvas, steps, repeats, compiled=twin)
 
 
-def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> dict:
+def _quiet(eng, never: int) -> None:
+    eng.config = dataclasses.replace(eng.config, sampler=dataclasses.replace(
+        eng.config.sampler, confidence_threshold=1e-9, stability_threshold=never))
+
+
+def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int, compiled=None) -> dict:
     """Time `eng` (an Engine) against `ref` (transformers' DiffusionGemmaForBlockDiffusion holding the same
-    weights, on the same device) on fixed random prompts; prints a table, returns the JSON fields."""
+    weights, on the same device) on fixed random prompts; with `compiled`, an Engine(compile=True) on the same
+    weights too. Prints a table, returns the JSON fields."""
     ref.config.canvas_length = canvas
     # The stopping rule off on both sides (a confident trained model would stop the engine after a few steps)
     never = steps + 1  # a stability window longer than the run: the stopping rule cannot fire
-    eng.config = dataclasses.replace(eng.config, sampler=dataclasses.replace(
-        eng.config.sampler, confidence_threshold=1e-9, stability_threshold=never))
+    for e in (eng, compiled):
+        if e is not None:
+            _quiet(e, never)
     n_params = sum(p.numel() for p in eng.model.parameters())
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, eng.vocab_size, (1, context), generator=g) for _ in range(repeats + 1)]
@@ -68,12 +82,12 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
 
     ref.forward = counting_forward
 
-    def ours(i: int, reference: bool) -> tuple[float, int]:
-        eng.clear_prefix_cache()  # cold: every run encodes its context
+    def ours(i: int, reference: bool, e=eng) -> tuple[float, int]:
+        e.clear_prefix_cache()  # cold: every run encodes its context
         sync()
         t = time.perf_counter()
-        res = eng.infill(prompts[i][0].tolist(), canvas_length=canvas, steps=steps, seed=i, entropy_bound=1e-6,
-                         reference_compatible=reference)
+        res = e.infill(prompts[i][0].tolist(), canvas_length=canvas, steps=steps, seed=i, entropy_bound=1e-6,
+                       reference_compatible=reference)
         sync()
         return time.perf_counter() - t, res.steps
 
@@ -89,11 +103,19 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
         sync()
         return time.perf_counter() - t, calls["n"]
 
-    times = {"engine": [], "engine_reference_mode": [], "transformers": []}
+    names = ["engine", "transformers", "engine_reference_mode"] + (["engine_compiled"] if compiled else [])
+    times = {name: [] for name in names}
     step_counts = {k: [] for k in times}
+    compile_s = None
     for i in range(repeats + 1):  # i == 0 is the warm-up
-        for name in ("engine", "transformers", "engine_reference_mode"):
-            dt, n = theirs(i) if name == "transformers" else ours(i, name == "engine_reference_mode")
+        for name in names:
+            if name == "transformers":
+                dt, n = theirs(i)
+            elif name == "engine_compiled":
+                dt, n = ours(i, False, compiled)
+                compile_s = compile_s if i else dt  # the warm-up run compiles the decoder
+            else:
+                dt, n = ours(i, name == "engine_reference_mode")
             if i:
                 times[name].append(dt)
                 step_counts[name].append(n)
@@ -114,7 +136,15 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int) -> di
     speedup = out["transformers"]["canvas_ms"] / out["engine"]["canvas_ms"]
     print(f"speedup vs transformers: {speedup:.2f}x (reference-compatible mode: "
           f"{out['transformers']['canvas_ms'] / out['engine_reference_mode']['canvas_ms']:.2f}x)")
-    return {
+    extra = {}
+    if compiled:
+        c = out["engine_compiled"]
+        extra = {"compiled_speedup_vs_transformers": round(out["transformers"]["canvas_ms"] / c["canvas_ms"], 3),
+                 "engine_compiled_ms_per_step": round(c["ms_per_step"], 3),
+                 "engine_compiled_canvas_ms": round(c["canvas_ms"], 2), "compile_s": round(compile_s, 1)}
+        print(f"compiled decoder: {extra['compiled_speedup_vs_transformers']:.2f}x (first call, compiling: "
+              f"{compile_s:.0f} s, excluded)")
+    return {**extra,
         "params_m": round(n_params / 1e6, 2), "context": context, "canvas": canvas, "steps": steps,
         "speedup_vs_transformers": round(speedup, 3),
         "engine_ms_per_step": round(out["engine"]["ms_per_step"], 3),
@@ -134,13 +164,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=min(2, torch.get_num_threads()),
                     help="torch threads (1 is steadier when other jobs share the cores)")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the compiled-decoder engine")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from bench.common import emit, machine
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or build_bench_checkpoint(Path(tmp), args.canvas)
-        result = run(model, args.context, args.canvas, args.steps, args.repeats)
+        result = run(model, args.context, args.canvas, args.steps, args.repeats, compiled=not args.no_compile)
     result["machine"] = machine()
     emit(result)
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The engine suite on one CUDA device in a single call (budget: under 8 minutes): the DiffusionGemma 26B-A4B text
-# shape with random bf16 weights built on the GPU (no files), its weight-streaming floor, transformers' generate on
-# the same tensors, then the shipped default model. Writes JSON, PNGs and gpu.md into $OUT
+# shape with random bf16 weights built on the GPU (no files), its weight-streaming floor, the denoising step with
+# CUDA graphs on and off at canvas 256 / 16 steps (ms per step against the floor, tokens/s), cold encodes of 4k and
+# 32k contexts, the step/context sweeps, transformers' generate on the same tensors, then the shipped default
+# model. Sized for an 80 GB card (see bench/gpu_suite.py). Writes JSON, PNGs and gpu.md into $OUT
 # (default ./bench/results/gpu).
 #
 #   bench/gpu.sh             # on a machine with a CUDA device

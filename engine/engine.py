@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,14 +14,31 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from engine import rng
 from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
+from engine.kv_cache import KVCache, kv_bytes
 from engine.loader import load_model
-from engine.model import DiffusionGemmaText, KVCache
+from engine.model import DiffusionGemmaText
+from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
+from engine.reference_steps import reference_steps
+from engine.runner import Schedule, StepRunner
 from engine.seam import PromptFormat
 from engine.tokens import PromptFormatError, splits_before_newline
+
+# Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
+# chunk boundary (engine.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token context
+# takes 2 weight passes; on CPU, where a chunk costs real time, at most half the checkpoint's trained context budget.
+ENCODE_CHUNK = {"cuda": 2048, "cpu": 128}
+
+
+def encode_chunk_for(device: torch.device, context_budget: int | None) -> int:
+    chunk = ENCODE_CHUNK.get(device.type, ENCODE_CHUNK["cpu"])
+    if device.type == "cpu" and context_budget:
+        chunk = min(chunk, max(16, context_budget // 2))
+    return chunk
 
 
 def default_model_path() -> Path:
@@ -102,32 +118,45 @@ class SampleSettings:
 
 
 class Engine:
+    """A loaded checkpoint that fills infill canvases. `cuda_graphs` (CUDA only) replays each denoising step from
+    a CUDA graph, one per (canvas length, context capacity) bucket; `compile` runs the step through
+    `torch.compile(fullgraph=True)` (first use of each bucket compiles: seconds to minutes); `encode_chunk`
+    overrides the encoder chunk (`encode_chunk_for`); `prefix_cache_bytes` caps the prefix cache's memory besides
+    its `prefix_cache_size` entries (`kv_bytes` gives one context's share)."""
+
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
                  infill_format: PromptFormat | None, device: torch.device, dtype: torch.dtype, path: Path,
-                 prefix_cache_size: int = 4, sampler_backend: str = "auto") -> None:
+                 prefix_cache_size: int = 4, sampler_backend: str = "auto", cuda_graphs: bool = True,
+                 compile: bool = False, encode_chunk: int | None = None, prefix_cache_bytes: int | None = None) -> None:
         if sampler_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"sampler_backend must be auto, torch or triton; got {sampler_backend!r}")
         self.sampler_backend = sampler_backend
         self.model, self.config, self.tokenizer = model, config, tokenizer
         self.infill_format, self.device, self.dtype, self.path = infill_format, device, dtype, path
         self.vocab_size = config.text.vocab_size
-        self._lock = threading.Lock()
-        self._prefix: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
-        self._prefix_cache_size = prefix_cache_size
-        self.encode_chunk = 64
+        budget = infill_format.max_context_tokens if infill_format is not None else None
+        self.encode_chunk = encode_chunk or encode_chunk_for(device, budget)
+        self.cuda_graphs = cuda_graphs and device.type == "cuda"
+        self.compile = compile
+        self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
+        self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
+        model.select_kernels()
+        self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
                         sampler_backend: str = "auto", prompt_format: str = "auto",
-                        sampler: Mapping[str, Any] | None = None, weights: str = "auto") -> Engine:
+                        sampler: Mapping[str, Any] | None = None, weights: str = "auto", cuda_graphs: bool = True,
+                        compile: bool = False, encode_chunk: int | None = None,
+                        prefix_cache_bytes: int | None = None) -> Engine:
         """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
         generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
         confidence_threshold, max_new_tokens; see engine.config.apply_overrides). `weights`: auto | bf16 | int8 |
         int4 | fp8 (engine.quant.plan.resolve): auto keeps a quantized checkpoint's own format, else the widest that
         fits the device beside the KV cache; a format that cannot fit raises engine.quant.memory.FitError naming one
-        that would, before anything is loaded."""
+        that would, before anything is loaded. The rest: see the class docstring."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
@@ -141,9 +170,21 @@ class Engine:
         # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
         fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
             path, tokenizer, config, prompt_format)
-        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
+                     cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
+                     prefix_cache_bytes=prefix_cache_bytes)
         engine.weights = plan.fmt
         return engine
+
+    def _backend(self) -> str:
+        """The vocab pass: the fused Triton kernel on CUDA (or when forced), eager torch otherwise."""
+        if self.sampler_backend != "auto":
+            return self.sampler_backend
+        if self.device.type != "cuda":
+            return "torch"
+        from engine import kernels
+
+        return "triton" if kernels.available() else "torch"
 
     # -- text ----------------------------------------------------------------------------------------------------
     def _tok(self) -> Tokenizer:
@@ -202,112 +243,67 @@ class Engine:
                               t_min=d.t_min, t_max=d.t_max, stability_threshold=d.stability_threshold,
                               confidence_threshold=d.confidence_threshold, one_per_step=one_per_step)
 
+    # -- memory --------------------------------------------------------------------------------------------------
+    def kv_bytes(self, context_tokens: int) -> int:
+        """Bytes of the KV cache of one context of `context_tokens` tokens (what each prefix-cache entry holds)."""
+        return kv_bytes(self.config.text, context_tokens, self.encode_chunk, self.dtype.itemsize)
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes one more context token adds once a context is longer than the sliding window (+ one encoder
+        chunk): only full-attention layers keep every token."""
+        n = self.config.text.sliding_window + self.encode_chunk
+        return self.kv_bytes(n + 1) - self.kv_bytes(n)
+
     # -- prefix cache --------------------------------------------------------------------------------------------
     def _encode_context(self, ids: list[int], use_cache: bool = True) -> tuple[KVCache, int]:
-        """KV cache for `ids`, re-encoding only what follows the longest common prefix with a recent context.
-
-        Contexts are always encoded in chunks that start at multiples of `encode_chunk`, and reuse restarts at
-        such a boundary: every chunk then sees exactly the inputs and shapes of a cold encode, so a fill served
-        from the prefix cache is bit-identical to a cold one (not merely close). Without `use_cache` the whole
-        context is encoded in one pass, as transformers' `generate` does."""
+        """KV cache for `ids`, re-encoding only what follows the longest reusable prefix of a recent context
+        (engine.prefix_cache: bit-identical to a cold encode). Without `use_cache` the whole context is encoded in
+        one pass, as transformers' `generate` does."""
+        slack = self.encode_chunk
         if not use_cache:
-            return self.model.encode(torch.tensor([ids], dtype=torch.long, device=self.device), KVCache()), 0
-        best_key, best = None, 0
-        for key in self._prefix:
-            n = min(len(key), len(ids))
-            lcp = 0
-            while lcp < n and key[lcp] == ids[lcp]:
-                lcp += 1
-            if lcp > best:
-                best_key, best = key, lcp
-        chunk = self.encode_chunk
-        if best < len(ids) or best_key is None or len(best_key) != len(ids):
-            best -= best % chunk
-        cache = self._prefix[best_key].truncated(best) if best_key is not None and best else KVCache()
-        for start in range(best, len(ids), chunk):
-            piece = torch.tensor([ids[start:start + chunk]], dtype=torch.long, device=self.device)
-            cache = self.model.encode(piece, cache)
+            return self.model.encode(torch.tensor([ids], dtype=torch.long, device=self.device), KVCache(), slack), 0
         key = tuple(ids)
-        self._prefix[key] = cache
-        self._prefix.move_to_end(key)
-        while len(self._prefix) > self._prefix_cache_size:
-            self._prefix.popitem(last=False)
-        return cache, best
+        cache, reused = self.prefix_cache.lookup(key)
+        for start in range(reused, len(ids), self.encode_chunk):
+            piece = torch.tensor([ids[start:start + self.encode_chunk]], dtype=torch.long, device=self.device)
+            cache = self.model.encode(piece, cache, slack)
+        self.prefix_cache.store(key, cache)
+        return cache, reused
 
     def clear_prefix_cache(self) -> None:
-        self._prefix.clear()
+        self.prefix_cache.clear()
 
     # -- the denoising loop --------------------------------------------------------------------------------------
-    def _use_kernel(self, reference: bool) -> bool:
-        """The fused Triton vocab pass on CUDA (or when forced); the eager torch path otherwise."""
-        if reference or self.sampler_backend == "torch":
-            return False
-        if self.sampler_backend == "triton":
-            return True
-        if self.device.type != "cuda":
-            return False
-        from engine import kernels
-
-        return kernels.available()
-
-    def _canvas_steps(self, cache: KVCache, length: int, st: SampleSettings, gen: torch.Generator,
-                      reference: bool, cancel: CancelToken | None) -> Iterator[tuple[torch.Tensor, int, bool]]:
-        """Denoise one canvas; yields (argmax canvas (1, C), tokens accepted this step, stopped) after each step."""
-        model, v = self.model, self.vocab_size
-        canvas = S.initial_canvas(1, length, v, gen, self.device)
-        kernel = None
-        if self._use_kernel(reference):
-            from engine.kernels import vocab_pass as kernel
-            # kernel noise seeds come from a CPU generator: drawing them never syncs with the device
-            first = torch.randint(0, 2**62, (1,), generator=gen, device=gen.device)
-            seeds = torch.Generator().manual_seed(int(first.item()))
-        soft = None
-        tracker = S.StabilityTracker(st.stability_threshold, st.confidence_threshold)
-        wdtype = model.embed_tokens.dtype
-        for remaining in range(st.steps, 0, -1):
-            if cancel is not None and cancel.cancelled:
-                return
-            logits = model.decode(canvas, cache, soft)  # (1, C, V) fp32, soft-capped
-            temp = S.temperature(remaining, st.steps, st.t_min, st.t_max)
-            processed = logits / temp.to(logits.device)
-            if kernel is not None:
-                # one pass over the logits: entropy, argmax and a Gumbel-max sample; probs only for self-conditioning
-                seed = int(torch.randint(0, 2**62, (1,), generator=seeds))
-                h, amax, sample = kernel(logits.view(-1, v), 1.0 / float(temp), None, seed)
-                token_entropy, argmax, sample = h.view(1, -1), amax.view(1, -1), sample.view(1, -1)
-                probs = torch.softmax(processed, dim=-1)
-            elif reference:
-                argmax = processed.argmax(dim=-1)
-                sample = S.reference_sample(processed, gen)
-                token_entropy = S.entropy(processed)
-                probs = torch.softmax(processed.to(wdtype), dim=-1, dtype=torch.float32)
-            else:
-                # One softmax serves entropy, sampling and self-conditioning.
-                argmax = processed.argmax(dim=-1)
-                lse = processed.logsumexp(dim=-1, keepdim=True)
-                probs = torch.exp(processed - lse)
-                token_entropy = (lse.squeeze(-1) - (probs * processed).sum(-1)).clamp_min(0)
-                u = torch.rand(canvas.shape, generator=gen, device=canvas.device)
-                cdf = probs.cumsum(dim=-1)
-                sample = torch.searchsorted(cdf, (u * cdf[..., -1]).unsqueeze(-1)).squeeze(-1).clamp_max(v - 1)
-            if st.one_per_step:
-                accepted = torch.zeros_like(canvas, dtype=torch.bool)
-                accepted.scatter_(-1, token_entropy.argmin(dim=-1, keepdim=True), True)
-            else:
-                accepted = S.entropy_bound_accept(token_entropy, st.entropy_bound)
-            canvas = S.renoise(torch.where(accepted, sample, canvas), accepted, v, gen)
-            stopped = bool(tracker.update(argmax, token_entropy).all())
-            soft = model.soft_embedding(probs)
-            yield argmax, int(accepted.sum()), stopped
-            if stopped:
-                return
+    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int,
+               cancel: CancelToken | None) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
+        """Denoise one canvas; yields (argmax canvas ids, tokens accepted this step, stopped, the argmax canvas on
+        the device) after each step. The engine lock is held during each step, never across a yield."""
+        schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
+        run = None
+        try:
+            for _ in range(st.steps):
+                if cancel is not None and cancel.cancelled:
+                    return
+                with self._lock:
+                    if run is None:
+                        run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
+                    host = run.step()
+                stopped = bool(host[length + 1])
+                yield host[:length], host[length], stopped, run.argmax
+                if stopped:
+                    return
+        finally:
+            if run is not None:
+                with self._lock:
+                    run.close()
 
     @torch.inference_mode()
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
                cancel: CancelToken | None = None, reference_compatible: bool = False,
                one_per_step: bool = False, draft_text: bool = True) -> Iterator[Draft]:
-        """Yield a Draft after every denoising step; the last Draft has done=True and carries the result."""
+        """Yield a Draft after every denoising step; the last Draft has done=True and carries the result. The
+        engine lock is taken for the encoder and for each step, and released before every yield."""
         if not context_ids:
             raise ValueError("context_ids must not be empty (the decoder needs at least one cached token)")
         if any(not 0 <= t < self.vocab_size for t in context_ids):
@@ -319,46 +315,48 @@ class Engine:
             raise ValueError(f"canvas_length must be > 0, got {length}")
         st = self.settings(steps, entropy_bound, one_per_step)
         eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
+        t0 = time.perf_counter()
+        gen = torch.Generator(device=self.device).manual_seed(seed) if reference_compatible else None
         with self._lock:
-            t0 = time.perf_counter()
-            gen = torch.Generator(device=self.device).manual_seed(seed)
             cache, reused = self._encode_context(list(context_ids), use_cache=not reference_compatible)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # encode time is reported apart from decode time
-            t_enc = time.perf_counter() - t0
-            out: list[int] = []
-            n_steps = canvases = accepted_total = 0
-            hit_eos = cancelled = False
-            for c in range(max_canvases):
-                canvases += 1
-                argmax = None
-                for step, (argmax, n_acc, _) in enumerate(
-                        self._canvas_steps(cache, length, st, gen, reference_compatible, cancel), start=1):
-                    n_steps += 1
-                    accepted_total += n_acc
-                    ids, _ = S.cut_at_eos(argmax[0].tolist(), eos, pad)
-                    yield Draft(step=step, steps=st.steps, canvas=c, ids=out + ids,
-                                text=self._text(out + ids) if draft_text else "")
-                cancelled = cancel is not None and cancel.cancelled
-                if argmax is None or cancelled:
-                    cancelled = True
-                    break
-                ids, hit_eos = S.cut_at_eos(argmax[0].tolist(), eos, pad)
-                out.extend(ids)
-                if hit_eos or c == max_canvases - 1:
-                    break
-                te = time.perf_counter()
-                cache = self.model.encode(argmax, cache)  # block-autoregressive: the canvas joins the context
-                t_enc += time.perf_counter() - te
-            total = time.perf_counter() - t0
-            result = InfillResult(
-                ids=out, text=self._text(out), steps=n_steps, canvases=canvases,
-                cancelled=cancelled, reused_prefix_tokens=reused,
-                timings={"encode_ms": 1e3 * t_enc, "decode_ms": 1e3 * (total - t_enc), "total_ms": 1e3 * total},
-                tokens_accepted_per_step=accepted_total / max(n_steps, 1),
-            )
-            yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
-                        result=result)
+        t_enc = time.perf_counter() - t0
+        out: list[int] = []
+        n_steps = canvases = accepted_total = 0
+        hit_eos = cancelled = False
+        for c in range(max_canvases):
+            canvases += 1
+            ids = argmax = None
+            steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock) if gen is not None
+                          else self._steps(cache, length, st, rng.request_key(seed, c), cancel))
+            for step, (canvas_ids, n_acc, _, device_argmax) in enumerate(steps_iter, start=1):
+                argmax = device_argmax
+                n_steps += 1
+                accepted_total += n_acc
+                ids, hit_eos = S.cut_at_eos(canvas_ids, eos, pad)
+                yield Draft(step=step, steps=st.steps, canvas=c, ids=out + ids,
+                            text=self._text(out + ids) if draft_text else "")
+            cancelled = cancel is not None and cancel.cancelled
+            if ids is None or cancelled:
+                cancelled = True
+                break
+            out.extend(ids)
+            if hit_eos or c == max_canvases - 1:
+                break
+            te = time.perf_counter()
+            with self._lock:  # block-autoregressive: the canvas joins the context
+                cache = self.model.encode(argmax(), cache, self.encode_chunk)
+            t_enc += time.perf_counter() - te
+        total = time.perf_counter() - t0
+        result = InfillResult(
+            ids=out, text=self._text(out), steps=n_steps, canvases=canvases,
+            cancelled=cancelled, reused_prefix_tokens=reused,
+            timings={"encode_ms": 1e3 * t_enc, "decode_ms": 1e3 * (total - t_enc), "total_ms": 1e3 * total},
+            tokens_accepted_per_step=accepted_total / max(n_steps, 1),
+        )
+        yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
+                    result=result)
 
     def infill(self, context_ids: list[int], *, on_step: Callable[[Draft], None] | None = None,
                **kwargs) -> InfillResult:

@@ -5,62 +5,15 @@ reads it. Both share every weight (unless the checkpoint gives the encoder its o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.config import LayerSpec, RopeSpec, TextConfig
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """Gemma 4 RMSNorm in fp32 (no 1+w offset), cast back to the input dtype."""
-    h = x.float()
-    h = h * torch.pow(h.pow(2).mean(-1, keepdim=True) + eps, -0.5)
-    if weight is not None:
-        h = h * weight.float()
-    return h.type_as(x)
-
-
-def inv_freq(rope: RopeSpec, head_dim: int) -> torch.Tensor:
-    """(head_dim/2,) inverse frequencies; "proportional" zero-pads the non-rotated share (those dims stay fixed)."""
-    if rope.rope_type == "proportional":
-        angles = int(rope.partial_rotary_factor * head_dim // 2)
-        rotated = 1.0 / (rope.theta ** (torch.arange(0, 2 * angles, 2, dtype=torch.int64).float() / head_dim))
-        freq = torch.cat([rotated, torch.zeros(head_dim // 2 - angles)])
-        return freq / rope.factor
-    dim = int(head_dim * rope.partial_rotary_factor)
-    return 1.0 / (rope.theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-
-
-def rope_cos_sin(freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """positions (T,) -> cos, sin (T, 1, D) for x of shape (B, T, H, D)."""
-    f = positions[:, None].float() * freq[None, :].to(positions.device)
-    emb = torch.cat([f, f], dim=-1)
-    return emb.cos().to(dtype)[:, None, :], emb.sin().to(dtype)[:, None, :]
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
-
-
-@dataclass
-class KVCache:
-    """Encoder keys/values per layer, (B, Hkv, L, D), for every context token (sliding layers are windowed at
-    read time, so a cache can be truncated to any common prefix and extended exactly)."""
-
-    keys: list[torch.Tensor] = field(default_factory=list)
-    values: list[torch.Tensor] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        return self.keys[0].shape[2] if self.keys else 0
-
-    def truncated(self, n: int) -> KVCache:
-        return KVCache([k[:, :, :n] for k in self.keys], [v[:, :, :n] for v in self.values])
+from engine.config import LayerSpec, TextConfig
+from engine.kv_cache import DecodeKV, KVCache, kept_tokens
+from engine.moe import MoE
+from engine.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
 
 
 class Attention(nn.Module):
@@ -106,72 +59,6 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.gelu(self.gate_proj(x), approximate=self.approximate) * self.up_proj(x))
-
-
-def _grouped_mm_ok(x: torch.Tensor, wt: torch.Tensor) -> bool:
-    """torch's grouped GEMM needs 16-byte-aligned strides (and on CUDA an sm80+ device)."""
-    if not hasattr(F, "grouped_mm"):
-        return False
-    if x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) < (8, 0):
-        return False
-    size = x.element_size()
-    return (x.shape[1] * size) % 16 == 0 and (wt.shape[2] * size) % 16 == 0 and x.data_ptr() % 16 == 0
-
-
-def grouped_linear(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """x (S, in) sorted by expert, w (E, out, in), offsets (E,) cumulative row ends -> (S, out).
-
-    `w` may be a quantized expert weight (engine.quant.modules.QuantWeight): it runs its own grouped matmul."""
-    if isinstance(w, nn.Module):
-        return w.grouped_linear(x, offsets)
-    wt = w.transpose(-2, -1)
-    x = x.to(w.dtype)
-    if _grouped_mm_ok(x, wt):
-        return F.grouped_mm(x, wt, offs=offsets)
-    out = x.new_zeros(x.shape[0], w.shape[1])
-    start = 0
-    for e, end in enumerate(offsets.tolist()):  # one host sync per call
-        if end > start:
-            torch.mm(x[start:end], wt[e], out=out[start:end])
-        start = end
-    return out
-
-
-class MoE(nn.Module):
-    """Router + experts stored as 3D tensors. (token, expert) pairs are sorted by expert and run as one grouped
-    GEMM per projection; the K expert outputs of a token are summed in top-k order."""
-
-    def __init__(self, cfg: TextConfig) -> None:
-        super().__init__()
-        e, h, i = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
-        self.top_k, self.eps, self.num_experts = cfg.top_k_experts, cfg.rms_norm_eps, e
-        self.approximate = cfg.gelu_approximate
-        self.router_proj = nn.Linear(h, e, bias=False)
-        self.router_scale = nn.Parameter(torch.ones(h))
-        self.per_expert_scale = nn.Parameter(torch.ones(e))
-        self.gate_up_proj = nn.Parameter(torch.empty(e, 2 * i, h))  # (E, 2I, H)
-        self.down_proj = nn.Parameter(torch.empty(e, h, i))  # (E, H, I)
-
-    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (N, H) residual stream -> weights (N, K) fp32, expert ids (N, K)."""
-        h = rms_norm(x, None, self.eps) * self.router_scale * x.shape[-1] ** -0.5
-        probs = F.softmax(self.router_proj(h), dim=-1, dtype=torch.float32)
-        w, idx = torch.topk(probs, k=self.top_k, dim=-1)
-        w = w / w.sum(dim=-1, keepdim=True)
-        return w * self.per_expert_scale[idx], idx
-
-    def forward(self, x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """x (N, H) normed input, w/idx (N, K) -> (N, H)."""
-        n, h = x.shape
-        ids, perm = torch.sort(idx.reshape(-1))  # (S,) with S = N*K
-        counts = torch.bincount(ids, minlength=self.num_experts)
-        offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
-        gate, up = grouped_linear(x[perm // self.top_k], self.gate_up_proj, offsets).chunk(2, dim=-1)
-        y = grouped_linear(F.gelu(gate, approximate=self.approximate) * up, self.down_proj, offsets)  # (S, H)
-        y = y * w.reshape(-1)[perm].unsqueeze(-1)
-        inv = torch.empty_like(perm)
-        inv[perm] = torch.arange(perm.numel(), device=perm.device)
-        return y[inv].view(n, self.top_k, h).sum(dim=1).to(x.dtype)
 
 
 class Layer(nn.Module):
@@ -232,14 +119,25 @@ class DiffusionGemmaText(nn.Module):
         self.enc_layers = nn.ModuleList(Layer(cfg, spec) for spec in cfg.layers) if cfg.separate_encoder else None
         self.enc_embed_tokens = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty_like(self.embed_tokens))
         self.embed_scale = math.sqrt(cfg.hidden_size)
-        self._freqs = {t: {} for t in ("sliding_attention", "full_attention")}
+        self.head_chunk: int | None = None  # vocabulary rows per LM-head GEMM (None: one GEMM)
+
+    def select_kernels(self) -> None:
+        """Fix device-dependent kernel choices for where the weights now live. On CPU, MKL runs the (C, H) x (H, V)
+        head about 25% faster as GEMMs of 1,024 vocabulary rows (same bits: each logit is the same dot product)."""
+        p = self.embed_tokens
+        self.head_chunk = 1024 if p.device.type == "cpu" else None
+        for layer in (*self.layers, *(self.enc_layers or ())):
+            layer.moe.select_kernels(p.device, p.dtype)
 
     # -- helpers -------------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
         w = self.embed_tokens if table is None else table
         return F.embedding(ids, w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
-    def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> dict[tuple[bool, int], tuple]:
+    def rope_tables(self, start: int, count: int, device: torch.device,
+                    dtype: torch.dtype) -> dict[tuple[bool, int], tuple[torch.Tensor, torch.Tensor]]:
+        """(sliding, head_dim) -> cos, sin (count, 1, D) for positions start .. start + count - 1."""
+        positions = torch.arange(start, start + count, device=device)
         out = {}
         for spec in self.cfg.layers:
             key = (spec.sliding, spec.head_dim)
@@ -248,37 +146,46 @@ class DiffusionGemmaText(nn.Module):
                 out[key] = rope_cos_sin(inv_freq(rope, spec.head_dim), positions, dtype)
         return out
 
-    def _window_start(self, spec: LayerSpec, cached: int) -> int:
-        """First cached position the decoder sees: sliding layers keep the last (window - 1) context tokens."""
-        return max(0, cached - (self.cfg.sliding_window - 1)) if spec.sliding else 0
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        """Raw head output -> fp32 soft-capped logits tanh(x / cap) * cap, as transformers' forward returns them."""
+        logits = logits.float()
+        cap = self.cfg.final_logit_softcapping
+        return torch.tanh(logits / cap) * cap if cap else logits
 
     # -- encoder -------------------------------------------------------------------------------------------------
-    def encode(self, ids: torch.Tensor, cache: KVCache) -> KVCache:
+    def encode(self, ids: torch.Tensor, cache: KVCache, slack: int = 0) -> KVCache:
         """Causal pass over new context tokens ids (B, T) after `cache` (positions continue from cache.length).
-        Returns the extended cache; the input cache is not modified."""
+        Returns the extended cache, whose sliding layers keep their last window - 1 + `slack` tokens; the input
+        cache is not modified."""
         p, t = cache.length, ids.shape[1]
+        w = self.cfg.sliding_window
         positions = torch.arange(p, p + t, device=ids.device)
         x = self.embed(ids, self.enc_embed_tokens)
-        rope = self._cos_sin(positions, x.dtype)
+        rope = self.rope_tables(p, t, ids.device, x.dtype)
         q_pos = positions[:, None]
-        new = KVCache()
+        new = KVCache(length=p + t, windows=tuple(w if s.sliding else None for s in self.cfg.layers))
         for i, layer in enumerate(self.enc_layers if self.enc_layers is not None else self.layers):
             spec = self.cfg.layers[i]
             cos, sin = rope[(spec.sliding, spec.head_dim)]
             h = rms_norm(x, layer.input_layernorm, layer.eps)
             k, v = layer.self_attn.project_kv(h, cos, sin)
+            start = p
             if cache.keys:
-                k = torch.cat([cache.keys[i], k], dim=2)
+                start = cache.start(i)
+                k = torch.cat([cache.keys[i], k], dim=2)  # positions start .. p + t - 1
                 v = torch.cat([cache.values[i], v], dim=2)
-            new.keys.append(k)
-            new.values.append(v)
             # Sliding layers only need keys inside the window of the first new query.
-            lo = max(0, p - self.cfg.sliding_window + 1) if spec.sliding else 0
+            lo = max(0, p - w + 1) if spec.sliding else 0
             k_pos = torch.arange(lo, p + t, device=ids.device)[None, :]
             mask = k_pos <= q_pos
             if spec.sliding:
-                mask = mask & (k_pos > q_pos - self.cfg.sliding_window)
-            x = layer(x, h, cos, sin, k[:, :, lo:], v[:, :, lo:], mask, decoder=False)
+                mask = mask & (k_pos > q_pos - w)
+            x = layer(x, h, cos, sin, k[:, :, lo - start:], v[:, :, lo - start:], mask, decoder=False)
+            keep = kept_tokens(spec, w, slack, p + t)
+            if keep < k.shape[2]:  # a copy, so the dropped tokens' memory is freed
+                k, v = k[:, :, -keep:].clone(), v[:, :, -keep:].clone()
+            new.keys.append(k)
+            new.values.append(v)
         return new
 
     # -- decoder -------------------------------------------------------------------------------------------------
@@ -287,23 +194,37 @@ class DiffusionGemmaText(nn.Module):
         w = self.embed_tokens
         return (probs.to(w.dtype) @ w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
+    def decode_step(self, canvas: torch.Tensor, soft: torch.Tensor, kv: DecodeKV) -> torch.Tensor:
+        """canvas (1, C) ids, soft (1, C, H) self-conditioning input (zeros at the first step), kv the context ->
+        raw head output (1, C, V) in the weight dtype (not soft-capped). Writes the canvas K/V into kv's canvas
+        slots; shapes depend only on kv's bucket, so the pass can be compiled or captured."""
+        x = self.embed(canvas)
+        x = self.self_conditioning(x, soft.to(x.dtype))
+        for i, layer in enumerate(self.layers):
+            spec = self.cfg.layers[i]
+            cos, sin = kv.rope[(spec.sliding, spec.head_dim)]
+            h = rms_norm(x, layer.input_layernorm, layer.eps)
+            k, v = layer.self_attn.project_kv(h, cos, sin)
+            p = kv.context_slots[i]
+            kv.keys[i][:, :, p:].copy_(k)
+            kv.values[i][:, :, p:].copy_(v)
+            x = layer(x, h, cos, sin, kv.keys[i], kv.values[i], kv.masks[i], decoder=True)
+        x = rms_norm(x, self.norm, self.cfg.rms_norm_eps)
+        head = self.lm_head if self.lm_head is not None else self.embed_tokens
+        v, n = head.shape[0], self.head_chunk
+        if n is None or v <= n:
+            return F.linear(x, head)
+        out = x.new_empty(*x.shape[:-1], v)
+        for i in range(0, v, n):
+            out[..., i:i + n] = F.linear(x, head[i:i + n])
+        return out
+
     def decode(self, canvas: torch.Tensor, cache: KVCache, soft: torch.Tensor | None) -> torch.Tensor:
         """canvas (B, C) ids, bidirectional over itself and the cached context; soft (B, C, H) or None (first
         step: zeros). Returns soft-capped fp32 logits (B, C, V)."""
-        L, c = cache.length, canvas.shape[1]
-        x = self.embed(canvas)
-        x = self.self_conditioning(x, torch.zeros_like(x) if soft is None else soft.to(x.dtype))
-        rope = self._cos_sin(torch.arange(L, L + c, device=canvas.device), x.dtype)
-        for i, layer in enumerate(self.layers):
-            spec = self.cfg.layers[i]
-            cos, sin = rope[(spec.sliding, spec.head_dim)]
-            h = rms_norm(x, layer.input_layernorm, layer.eps)
-            k, v = layer.self_attn.project_kv(h, cos, sin)
-            lo = self._window_start(spec, L)
-            keys = torch.cat([cache.keys[i][:, :, lo:], k], dim=2)
-            values = torch.cat([cache.values[i][:, :, lo:], v], dim=2)
-            x = layer(x, h, cos, sin, keys, values, None, decoder=True)
-        x = rms_norm(x, self.norm, self.cfg.rms_norm_eps)
-        logits = F.linear(x, self.lm_head if self.lm_head is not None else self.embed_tokens).float()
-        cap = self.cfg.final_logit_softcapping
-        return torch.tanh(logits / cap) * cap if cap else logits
+        c, w = canvas.shape[1], self.embed_tokens
+        kv = DecodeKV.allocate(self.cfg, c, cache.length, None, canvas.device, w.dtype)
+        kv.fill(cache, self.rope_tables(cache.length, c, canvas.device, w.dtype))
+        if soft is None:
+            soft = torch.zeros(*canvas.shape, self.cfg.hidden_size, device=canvas.device, dtype=w.dtype)
+        return self.softcap(self.decode_step(canvas, soft, kv))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.kernels.reference import vocab_pass_eager, vocab_pass_reference
+from engine.kernels.reference import vocab_pass_reference
 from engine.kernels.vocab_pass import interpreting, triton, vocab_pass
 
-__all__ = ["available", "vocab_pass", "vocab_pass_eager", "vocab_pass_reference"]
+__all__ = ["available", "vocab_pass", "vocab_pass_reference"]
 
 
 def available() -> bool:

@@ -1,24 +1,23 @@
-"""Eager oracles for the vocabulary pass: the spec `vocab_pass.py` is tested against, and the CPU path.
+"""The eager oracle of the vocabulary pass: the spec `vocab_pass.py` is tested against.
 
 One denoising step turns raw logits (R, V) into, per row, the entropy of the processed distribution (what
 entropy-bound acceptance sorts by and the stopping rule averages), its argmax (the draft canvas) and a sample
 (the candidate token). "Processed" means what transformers' DiffusionGemma sampler hands to `Categorical`:
 soft-capped `tanh(x / cap) * cap` (the model's `final_logit_softcapping`), then temperature-scaled.
 
-Two samplers live here:
-- `vocab_pass_reference` draws by Gumbel-max with noise that is a pure function of (row seed, column), from a
-  counter-based hash the Triton kernel computes bit for bit. It is the oracle for the kernel.
-- `vocab_pass_eager` draws with a `torch.Generator` (exponential race). It is what the engine runs on CPU.
+`vocab_pass_reference` draws by Gumbel-max with noise that is a pure function of (row seed, column), from the
+counter-based hash of `engine.rng` that the Triton kernel computes bit for bit. The engine itself samples with
+`engine.sampler.vocab_pass_torch` where there is no Triton (same signature, inverse-CDF draws).
 """
 
 from __future__ import annotations
 
 import torch
 
-_M32 = 0xFFFFFFFF
-# Per-row key derivation constant (the 32-bit golden ratio), shared with the kernel.
-GOLDEN32 = 0x9E3779B9
+from engine.rng import GOLDEN32, M32, mix32, row_seeds
 
+__all__ = ["GOLDEN32", "gumbel_from_bits", "mix32", "noise_bits", "processed_logits", "row_seeds",
+           "vocab_pass_reference"]
 
 def processed_logits(
     logits: torch.Tensor, inv_temperature: float | torch.Tensor, softcap: float | None
@@ -41,47 +40,16 @@ def entropy_from_log_probs(logp: torch.Tensor) -> torch.Tensor:
     return -torch.where(p > 0, p * logp, 0.0).sum(-1)
 
 
-def row_seeds(seed: int | torch.Tensor, rows: int, device: torch.device | str) -> torch.Tensor:
-    """The (R,) int64 per-row seeds the noise is keyed on.
-
-    An int gives row r the seed `seed ^ (r << 32)`: rows of one call never share noise, and distinct seeds
-    below 2**32 never collide across calls. Pass an (R,) tensor instead to make a request's draws independent
-    of its row in the batch (e.g. a per-request seed plus the step number).
-    """
-    if isinstance(seed, torch.Tensor):
-        assert seed.shape == (rows,) and seed.dtype == torch.int64, f"seeds must be ({rows},) int64"
-        return seed.to(device)
-    assert 0 <= seed < 2**63, f"seed must be in [0, 2**63), got {seed}"
-    return torch.arange(rows, device=device, dtype=torch.int64).bitwise_left_shift(32).bitwise_xor(seed)
-
-
-def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    # uint32 multiply in int64 without overflow: split the constant into 16-bit halves (products < 2**48).
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _M32
-
-
-def mix32(x: torch.Tensor) -> torch.Tensor:
-    """The "lowbias32" integer finaliser (C. Wellons, hash-prospector): a uint32 bijection, low bias.
-
-    Values are uint32 held in int64 tensors.
-    """
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
-
-
 def noise_bits(seeds: torch.Tensor, vocab: int) -> torch.Tensor:
     """(R,) int64 row seeds -> (R, V) uint32 hashes (in int64), a pure function of (seed, column).
 
     Two keys per row from the seed's 32-bit halves; each column is hashed twice (col ^ k1, then ^ k2), so rows
     with different keys see unrelated streams.
     """
-    lo = seeds & _M32
-    hi = (seeds >> 32) & _M32
+    lo = seeds & M32
+    hi = (seeds >> 32) & M32
     k1 = mix32(lo ^ mix32(hi))[:, None]  # (R, 1)
-    k2 = mix32(hi ^ mix32((lo + GOLDEN32) & _M32))[:, None]
+    k2 = mix32(hi ^ mix32((lo + GOLDEN32) & M32))[:, None]
     cols = torch.arange(vocab, device=seeds.device, dtype=torch.int64)[None, :]  # (1, V)
     return mix32(mix32(cols ^ k1) ^ k2)
 
@@ -106,35 +74,18 @@ def vocab_pass_reference(
     inv_temperature: float | torch.Tensor,
     softcap: float | None,
     seed: int | torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(R, V) logits -> entropy fp32 (R,), argmax int64 (R,), sample int64 (R,); ties go to the lowest index.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(R, V) logits -> entropy fp32 (R,), argmax int64 (R,), sample int64 (R,), probs fp32 (R, V); ties go to the
+    lowest index.
 
-    The sample is Gumbel-max over the processed logits: argmax(z + g), g = gumbel_from_bits(noise_bits(..)).
+    The sample is Gumbel-max over the processed logits: argmax(z + g), g = gumbel_from_bits(noise_bits(..));
+    probs is softmax(z), what the kernel writes to `probs_out`.
     """
     z = processed_logits(logits, inv_temperature, softcap)  # (R, V) fp32
-    entropy = entropy_from_log_probs(torch.log_softmax(z, dim=-1))
+    logp = torch.log_softmax(z, dim=-1)
     g = gumbel_from_bits(noise_bits(row_seeds(seed, z.shape[0], z.device), z.shape[1]))
     sample = (z + g).argmax(-1)
-    return entropy, z.argmax(-1), sample
-
-
-def vocab_pass_eager(
-    logits: torch.Tensor,
-    inv_temperature: float | torch.Tensor,
-    softcap: float | None,
-    generator: torch.Generator | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Same outputs as `vocab_pass_reference`, drawing with `generator` (on the logits' device) instead.
-
-    Exponential race: with E_i ~ Exp(1), argmax_i p_i / E_i is distributed as p, i.e. argmax(z - log E).
-    """
-    z = processed_logits(logits, inv_temperature, softcap)  # (R, V) fp32
-    entropy = entropy_from_log_probs(torch.log_softmax(z, dim=-1))
-    # torch's CPU exponential_ keeps full relative precision near 0, where the winners' draws are.
-    race = torch.empty_like(z).exponential_(generator=generator)
-    # E = 0 would make a zero-probability column win; keep the race strictly positive.
-    sample = (z - race.clamp_min(torch.finfo(torch.float32).tiny).log()).argmax(-1)
-    return entropy, z.argmax(-1), sample
+    return entropy_from_log_probs(logp), z.argmax(-1), sample, logp.exp()
 
 
 # -- quantized grouped MoE GEMM (oracle for moe_quant.py) ------------------------------------------------------------

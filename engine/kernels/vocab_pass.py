@@ -11,10 +11,13 @@ Here one program owns one row and walks it in BLOCK-wide chunks, keeping only sc
 - a running Gumbel-max (Gumbel 1954; Maddison et al. 2014) with noise hashed from (row seed, column) exactly
   as `reference.noise_bits` and `reference.gumbel_from_bits` do, so `reference.vocab_pass_reference` is its
   oracle.
-Nothing of size V is written: no probabilities, no noise.
+Nothing of size V is written by that pass: no probabilities, no noise.
 
-Triton is optional: without it this module imports and `vocab_pass` raises; the engine then uses
-`reference.vocab_pass_eager`.
+With `probs_out`, a second sweep writes the softmax the self-conditioning product needs (in place over the
+logits if asked): the only full-vocabulary tensor of a step besides the head's output.
+
+Triton is optional: without it this module imports and `vocab_pass` raises; the engine then samples with
+`engine.sampler.vocab_pass_torch`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import os
 
 import torch
 
-from engine.kernels.reference import GOLDEN32, row_seeds
+from engine.rng import GOLDEN32, row_seeds
 
 try:
     import triton
@@ -76,10 +79,13 @@ if triton is not None:
         entropy_ptr,  # (R,) fp32 out
         argmax_ptr,  # (R,) int64 out
         sample_ptr,  # (R,) int64 out
+        probs_ptr,  # (R, V) out when WRITE_PROBS (may be logits_ptr: each element is read before it is written)
         V,
         row_stride,
+        probs_stride,
         softcap,
         HAS_SOFTCAP: tl.constexpr,
+        WRITE_PROBS: tl.constexpr,
         BLOCK: tl.constexpr,
     ):
         row = tl.program_id(0).to(tl.int64)  # int64: row * row_stride passes 2**31 at large batch x vocab
@@ -133,6 +139,20 @@ if triton is not None:
         tl.store(entropy_ptr + row, tl.log(s) - t / s)
         tl.store(argmax_ptr + row, best.to(tl.int64))
         tl.store(sample_ptr + row, g_best.to(tl.int64))
+        if WRITE_PROBS:
+            # Second sweep: softmax(z) = exp(z - m) / s, for the self-conditioning product (one (R, V) tensor).
+            shift = tl.where(m == neg_inf, 0.0, m)
+            inv_s = 1.0 / s
+            out_ptr = probs_ptr + row * probs_stride
+            for start in range(0, V, BLOCK):
+                cols = start + tl.arange(0, BLOCK)
+                in_row = cols < V
+                x = tl.load(row_ptr + cols, mask=in_row, other=neg_inf).to(tl.float32)
+                if HAS_SOFTCAP:
+                    x = softcap * _tanh(x / softcap)
+                z = tl.where(in_row, x * inv_t, neg_inf)
+                p = tl.exp(z - shift) * inv_s
+                tl.store(out_ptr + cols, p.to(out_ptr.dtype.element_ty), mask=in_row)
 
 
 def vocab_pass(
@@ -141,18 +161,22 @@ def vocab_pass(
     softcap: float | None,
     seed: int | torch.Tensor,
     *,
+    probs_out: torch.Tensor | None = None,
     block: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(R, V) logits -> entropy fp32 (R,), argmax int64 (R,), sample int64 (R,), in one pass over the logits.
 
+    With `probs_out` (R, V), a second pass writes softmax of the processed logits there, in its dtype; it may be
+    `logits` itself (the logits are then consumed: no second full-vocabulary tensor is built).
+
     Same contract as `reference.vocab_pass_reference`: `inv_temperature` a float or (R,) tensor, `softcap`
-    None when the logits are already capped, `seed` an int or (R,) int64 tensor (see `reference.row_seeds`).
+    None when the logits are already capped, `seed` an int or (R,) int64 tensor (see `engine.rng.row_seeds`).
     Logits must be finite or -inf; a row with no finite logit has undefined outputs. No host synchronisation.
     Under CUDA-graph capture pass `seed` and `inv_temperature` as device tensors updated in place: Python
     values are baked into the graph, and every replay would reuse the same noise.
     """
     if triton is None:
-        raise RuntimeError("vocab_pass needs Triton (pip install triton); on CPU use vocab_pass_eager")
+        raise RuntimeError("vocab_pass needs Triton (pip install triton); else use engine.sampler.vocab_pass_torch")
     assert logits.dim() == 2, f"logits must be (R, V), got shape {tuple(logits.shape)}"
     assert logits.dtype in SUPPORTED_DTYPES, f"logits dtype must be fp32/bf16/fp16, got {logits.dtype}"
     assert logits.stride(1) == 1, "logits rows must be contiguous (stride 1 along V)"
@@ -174,11 +198,16 @@ def vocab_pass(
     entropy = torch.empty(rows, device=logits.device, dtype=torch.float32)
     argmax = torch.empty(rows, device=logits.device, dtype=torch.int64)
     sample = torch.empty(rows, device=logits.device, dtype=torch.int64)
+    if probs_out is not None:
+        assert probs_out.shape == logits.shape and probs_out.stride(1) == 1, "probs_out must be (R, V), unit stride"
+        assert probs_out.dtype in SUPPORTED_DTYPES and probs_out.device == logits.device, "probs_out dtype/device"
     if rows == 0:
         return entropy, argmax, sample
     _vocab_pass_kernel[(rows,)](
-        logits, inv_t, seeds, entropy, argmax, sample,
-        vocab, logits.stride(0), 1.0 if softcap is None else float(softcap),
-        HAS_SOFTCAP=softcap is not None, BLOCK=block, num_warps=8 if block >= 2048 else 4,
+        logits, inv_t, seeds, entropy, argmax, sample, logits if probs_out is None else probs_out,
+        vocab, logits.stride(0), 0 if probs_out is None else probs_out.stride(0),
+        1.0 if softcap is None else float(softcap),
+        HAS_SOFTCAP=softcap is not None, WRITE_PROBS=probs_out is not None, BLOCK=block,
+        num_warps=8 if block >= 2048 else 4,
     )  # fmt: skip
     return entropy, argmax, sample

@@ -153,3 +153,27 @@ def test_trained_context_budget_caps_the_prompt(tmp_path):
     assert InfillFormat().context_budget(1024) == 1024
     with pytest.raises(ValueError, match="max_context_tokens"):
         InfillFormat(max_context_tokens=0)
+
+
+def test_a_large_vocabulary_head_gives_transformers_bits(tmp_path):
+    """On CPU the LM head runs as GEMMs of 1,024 vocabulary rows: each logit is still the same dot product."""
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.cache_utils import DynamicCache
+
+    from engine.kv_cache import KVCache
+    from engine.testing import build_tiny_checkpoint
+
+    path = build_tiny_checkpoint(tmp_path / "v3000", "mha_full", vocab_size=3000, with_tokenizer=False)
+    eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
+    assert eng.model.head_chunk == 1024
+    ref = DiffusionGemmaForBlockDiffusion.from_pretrained(path).eval()
+    g = torch.Generator().manual_seed(3)
+    ctx, canvas = torch.randint(3, 3000, (1, 20), generator=g), torch.randint(0, 3000, (1, 16), generator=g)
+    with torch.no_grad():
+        cache = DynamicCache(config=ref.config.get_text_config(decoder=True))
+        ref.model.encoder(input_ids=ctx, cache=cache)
+        want = ref(decoder_input_ids=canvas, cache=cache).logits
+    with torch.inference_mode():
+        got = eng.model.decode(canvas, eng.model.encode(ctx, KVCache()), None)
+    assert torch.equal(got, want)

@@ -1,4 +1,4 @@
-"""engine.kernels: the Triton vocabulary pass against its eager oracle; the oracle's samplers against softmax.
+"""engine.kernels: the Triton vocabulary pass against its eager oracle; the oracle's sampler against softmax.
 
 On CPU the real Triton kernel runs in Triton's interpreter. `triton.jit` picks interpreter or compiler when it
 decorates, and `triton.language` decorates its own helpers (`tl.zeros`, `tl.max`, ...) when first imported, so
@@ -22,7 +22,6 @@ from engine.kernels.reference import (
     noise_bits,
     processed_logits,
     row_seeds,
-    vocab_pass_eager,
     vocab_pass_reference,
 )
 
@@ -38,7 +37,13 @@ from engine.kernels import available, vocab_pass
 from engine.kernels.vocab_pass import _vocab_pass_kernel
 assert available() and isinstance(_vocab_pass_kernel, InterpretedFunction), "not the interpreted kernel"
 jobs = torch.load(sys.argv[1])
-torch.save({name: vocab_pass(**job) for name, job in jobs.items()}, sys.argv[2])
+out = {}
+for name, job in jobs.items():
+    if isinstance(job.get("probs_out"), str):  # "in_place": probabilities written over their own logits
+        job = dict(job, logits=job["logits"].clone())
+        job["probs_out"] = job["logits"]
+    out[name] = (*vocab_pass(**job), job.get("probs_out"))
+torch.save(out, sys.argv[2])
 """
 
 
@@ -103,6 +108,12 @@ def _jobs() -> dict[str, dict]:
     for name, seed, block in [("seed5", 5, 256), ("seed5-block512", 5, 512), ("seed6", 6, 256)]:
         jobs[name] = dict(logits=uniform, inv_temperature=1.0, softcap=None, seed=seed, block=block)
     jobs["seed5-tensor"] = dict(jobs["seed5"], seed=row_seeds(5, 16, "cpu"))
+    for name in ("fp32-capped-cold", "bf16-exact-blocks", "fp16-capped"):
+        jobs[f"{name}-probs"] = dict(jobs[name], probs_out="in_place")
+    jobs["fp32-probs-to-bf16"] = dict(jobs["fp32-tail3"], probs_out=torch.empty(3, 4099, dtype=torch.bfloat16))
+    # the sampler seam's case, run through every backend (engine.sampler.vocab_pass_for)
+    jobs["seam"] = dict(logits=make_logits(12, 300, torch.float32, seed=12), inv_temperature=1 / 0.7, softcap=30.0,
+                        seed=torch.arange(12, dtype=torch.int64) * 7919, block=128, probs_out="in_place")
     return jobs
 
 
@@ -140,6 +151,19 @@ def test_kernel_matches_reference(kernel_out, name):
     _check(kernel_out[name], _reference(JOBS[name]))
 
 
+@pytest.mark.parametrize("name", ["fp32-capped-cold-probs", "bf16-exact-blocks-probs", "fp16-capped-probs",
+                                  "fp32-probs-to-bf16"])
+def test_kernel_writes_the_softmax(kernel_out, name):
+    *got, probs = kernel_out[name]
+    want = _reference(JOBS[name])
+    _check(got, want)  # the second sweep leaves the first one's results alone
+    assert probs.dtype == (JOBS[name]["probs_out"].dtype if isinstance(JOBS[name]["probs_out"], torch.Tensor)
+                           else JOBS[name]["logits"].dtype)
+    finite = want[3].isfinite().all(-1)
+    torch.testing.assert_close(probs.float()[finite], want[3][finite], rtol=2e-2, atol=1e-6)
+    torch.testing.assert_close(probs.float()[finite].sum(-1), torch.ones(int(finite.sum())), rtol=0, atol=2e-2)
+
+
 def test_kernel_seed_is_the_only_randomness(kernel_out):
     a = kernel_out["seed5"][2]
     assert torch.equal(a, kernel_out["seed5-block512"][2])  # the chunking does not change the draw
@@ -170,6 +194,8 @@ def test_launcher_checks_its_inputs(monkeypatch):
         vocab_pass(x, 1.0, 0.0, 0)
     with pytest.raises(AssertionError, match="block"):
         vocab_pass(x, 1.0, None, 0, block=100)
+    with pytest.raises(AssertionError, match="probs_out"):
+        vocab_pass(x, 1.0, None, 0, probs_out=torch.empty(4, 32))
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(AssertionError, match="CUDA"):
         vocab_pass(x, 1.0, None, 0)
@@ -191,10 +217,11 @@ def test_kernel_compiles_for_hopper(monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
     signature = dict(
         logits_ptr="*bf16", inv_t_ptr="*fp32", seed_ptr="*i64",
-        entropy_ptr="*fp32", argmax_ptr="*i64", sample_ptr="*i64",
-        V="i32", row_stride="i32", softcap="fp32", HAS_SOFTCAP="constexpr", BLOCK="constexpr",
+        entropy_ptr="*fp32", argmax_ptr="*i64", sample_ptr="*i64", probs_ptr="*bf16",
+        V="i32", row_stride="i32", probs_stride="i32", softcap="fp32", HAS_SOFTCAP="constexpr",
+        WRITE_PROBS="constexpr", BLOCK="constexpr",
     )  # fmt: skip
-    source = ASTSource(_vocab_pass_kernel, signature, constexprs=dict(HAS_SOFTCAP=True, BLOCK=4096))
+    source = ASTSource(_vocab_pass_kernel, signature, constexprs=dict(HAS_SOFTCAP=True, WRITE_PROBS=True, BLOCK=4096))
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=8))
     assert "st.local" not in compiled.asm["ptx"]  # no register spills
 
@@ -205,9 +232,10 @@ def test_imports_without_triton():
         "import torch, engine.kernels as k\n"
         "assert not k.available()\n"
         "try:\n    k.vocab_pass(torch.zeros(2, 8), 1.0, None, 0)\n"
-        "except RuntimeError as e:\n    assert 'vocab_pass_eager' in str(e)\n"
+        "except RuntimeError as e:\n    assert 'vocab_pass_torch' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
-        "print(k.vocab_pass_eager(torch.zeros(2, 8), 1.0, 30.0, None)[1].tolist())\n"
+        "from engine.sampler import vocab_pass_torch\n"
+        "print(vocab_pass_torch(torch.zeros(2, 8), torch.tensor(1.0), 30.0, torch.arange(2))[1].tolist())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -222,10 +250,11 @@ def test_processed_logits_and_entropy_follow_transformers():
     z = processed_logits(logits, 1 / 0.6, 30.0)
     # DiffusionGemmaForBlockDiffusion.forward soft-caps; the temperature logits processor divides by T.
     torch.testing.assert_close(z, torch.tanh(logits / 30.0) * 30.0 / 0.6, rtol=1e-6, atol=1e-5)
-    entropy, argmax, _ = vocab_pass_reference(logits, 1 / 0.6, 30.0, 0)
+    entropy, argmax, _, probs = vocab_pass_reference(logits, 1 / 0.6, 30.0, 0)
     categorical = torch.distributions.Categorical(logits=z)  # what accept_canvas and the stopping rule use
     torch.testing.assert_close(entropy, categorical.entropy(), rtol=1e-5, atol=1e-6)
     assert torch.equal(argmax, z.argmax(-1))
+    torch.testing.assert_close(probs, categorical.probs, rtol=1e-5, atol=1e-7)
 
 
 def test_noise_is_standard_gumbel():
@@ -273,16 +302,45 @@ def test_reference_draws_of_neighbouring_rows_are_independent():
     assert _chi2(pairs, torch.full((16,), 1 / 16, dtype=torch.float64)) < CHI2_999[15]
 
 
-def test_eager_sampler_matches_softmax_and_follows_its_generator():
-    base = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, 0.8, 1.2, 0.3]])
+# --- the sampler seam: one signature, the same case through each backend ---------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_vocab_pass_backends_follow_the_oracle(kernel_out, backend):
+    from engine.sampler import vocab_pass_for
+
+    job = JOBS["seam"]
+    if backend == "triton":  # the interpreted kernel's result, computed in the child process
+        entropy, argmax, sample, probs = kernel_out["seam"]
+    else:
+        logits = job["logits"].clone()
+        entropy, argmax, sample, probs = vocab_pass_for(backend)(logits, torch.tensor(job["inv_temperature"]),
+                                                                 job["softcap"], job["seed"])
+    want = _reference(job)
+    torch.testing.assert_close(entropy, want[0], **ENTROPY_TOL)
+    # argmax: the oracle's, or a column whose processed logit is within fp32 rounding of the cap (the eager
+    # backend soft-caps through sigmoid: rows of 1e-30 logits all round to one value there)
+    z = processed_logits(job["logits"], job["inv_temperature"], job["softcap"])
+    rows = torch.arange(z.shape[0])
+    assert (z[rows, argmax] >= z[rows, want[1]] - 1e-5 * job["softcap"]).all()
+    assert (argmax == want[1]).float().mean() >= 0.8
+    torch.testing.assert_close(probs.float(), want[3], rtol=1e-4, atol=1e-6)
+    assert (want[3].gather(1, sample[:, None]) > 0).all()  # never a zero-probability (masked) column
+    if backend == "triton":
+        assert torch.equal(sample, want[2])  # the kernel's draws are its oracle's, bit for bit
+
+
+def test_torch_vocab_pass_samples_the_softmax_and_follows_its_seeds():
+    from engine.sampler import vocab_pass_torch
+
+    base = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, 0.8, 1.2, 0.3]])  # V = 10, no tiny cells
     logits = base.expand(4000, -1).contiguous()
-    probs = processed_logits(base, 1 / 0.7, 30.0).double().softmax(-1)[0]
-    entropy, argmax, sample = vocab_pass_eager(logits, 1 / 0.7, 30.0, torch.Generator().manual_seed(0))
-    assert _chi2(sample, probs) < CHI2_999[9]
-    want = vocab_pass_reference(logits, 1 / 0.7, 30.0, 0)
-    assert torch.equal(entropy, want[0]) and torch.equal(argmax, want[1])
-    again = vocab_pass_eager(logits, 1 / 0.7, 30.0, torch.Generator().manual_seed(0))[2]
-    assert torch.equal(sample, again)
+    inv_t = torch.tensor(1 / 0.7)
+    seeds = torch.arange(4000, dtype=torch.int64) * 7919
+    sample = vocab_pass_torch(logits, inv_t, 30.0, seeds).sample
+    assert _chi2(sample, processed_logits(base, 1 / 0.7, 30.0).double().softmax(-1)[0]) < CHI2_999[9]
+    assert torch.equal(sample, vocab_pass_torch(logits, inv_t, 30.0, seeds).sample)
+    assert (sample != vocab_pass_torch(logits, inv_t, 30.0, seeds + 1).sample).sum() > 1000
 
 
 # --- on a GPU -----------------------------------------------------------------------------------------------

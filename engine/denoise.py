@@ -1,0 +1,90 @@
+"""One denoising step as a function of tensors only: decoder -> vocab pass -> accept -> renoise -> stopping rule ->
+self-conditioning, updating a `DenoiseState` in place.
+
+No host sync, no Python-side state, no `torch.Generator` (noise is counter-based, `engine.rng`), shapes fixed by
+the canvas length and the `DecodeKV` bucket: the step runs eagerly, under `torch.compile(fullgraph=True)`, or as a
+replayed CUDA graph, and gives the same result. The host reads one small tensor per step (`DenoiseState.out`: the
+argmax canvas, the accepted count and the stop flag), the step's only host sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import torch
+
+from engine import rng
+from engine import sampler as S
+from engine.kv_cache import DecodeKV
+from engine.model import DiffusionGemmaText
+
+
+@dataclass
+class DenoiseState:
+    """Everything a step reads and writes besides the weights and the context K/V. Tensors only, updated in place."""
+
+    canvas: torch.Tensor  # (1, C) int64, the noisy canvas the decoder reads
+    soft: torch.Tensor  # (1, C, H) weight dtype, self-conditioning input (zeros before the first step)
+    history: torch.Tensor  # (T, 1, C) int64, the last T argmax canvases (-1 before any), T = stability threshold
+    step: torch.Tensor  # () int64, steps taken on this canvas
+    key: torch.Tensor  # () int64, the canvas's random key (rng.request_key)
+    steps: torch.Tensor  # () int32, the step budget (the temperature schedule's N)
+    t_min: torch.Tensor  # () fp32
+    t_max: torch.Tensor  # () fp32
+    bound: torch.Tensor  # () fp32, entropy bound
+    confidence: torch.Tensor  # () fp32, the stopping rule's mean-entropy threshold
+    out: torch.Tensor  # (C + 2,) int64: argmax canvas, accepted this step, stopped (0/1)
+
+    @classmethod
+    def allocate(cls, canvas: int, hidden: int, stability: int, device: torch.device,
+                 dtype: torch.dtype) -> DenoiseState:
+        i64 = dict(device=device, dtype=torch.int64)
+        f32 = dict(device=device, dtype=torch.float32)
+        return cls(canvas=torch.zeros(1, canvas, **i64),
+                   soft=torch.zeros(1, canvas, hidden, device=device, dtype=dtype),
+                   history=torch.full((stability, 1, canvas), -1, **i64), step=torch.zeros((), **i64),
+                   key=torch.zeros((), **i64), steps=torch.ones((), device=device, dtype=torch.int32),
+                   t_min=torch.zeros((), **f32), t_max=torch.ones((), **f32), bound=torch.zeros((), **f32),
+                   confidence=torch.zeros((), **f32), out=torch.zeros(canvas + 2, **i64))
+
+    def start(self, key: int, vocab: int, steps: int, t_min: float, t_max: float, bound: float,
+              confidence: float) -> None:
+        """Reset for a new canvas: a uniform random canvas, no self-conditioning, empty history. Device-side fills
+        only (no host-to-device copy that would wait for the device)."""
+        self.key.fill_(key)
+        self.step.zero_()
+        self.canvas.copy_(rng.randint(rng.step_seeds(self.key, self.step, rng.INITIAL, self.canvas.shape[1]),
+                                      vocab)[None])
+        self.soft.zero_()
+        self.history.fill_(-1)
+        self.steps.fill_(steps)
+        self.t_min.fill_(t_min)
+        self.t_max.fill_(t_max)
+        self.bound.fill_(bound)
+        self.confidence.fill_(confidence)
+
+    def copy_from(self, other: DenoiseState) -> None:
+        for f in fields(self):
+            getattr(self, f.name).copy_(getattr(other, f.name))
+
+
+def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, vocab_pass: S.VocabPass,
+                 one_per_step: bool = False, decode: Callable | None = None) -> None:
+    """One step on canvas `st` against context `kv`; every result lands in `st` (see `DenoiseState.out`).
+    `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
+    c, v = st.canvas.shape[1], model.cfg.vocab_size
+    logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
+    temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
+    out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
+                     rng.step_seeds(st.key, st.step, rng.SAMPLE, c))
+    entropy, argmax = out.entropy[None], out.argmax[None]  # (1, C)
+    accepted = S.accept_lowest(entropy) if one_per_step else S.entropy_bound_accept(entropy, st.bound)
+    noise = rng.randint(rng.step_seeds(st.key, st.step, rng.RENOISE, c), v)[None]
+    stopped = S.stable_and_confident(st.history, argmax, entropy, st.confidence)
+    st.canvas.copy_(torch.where(accepted, out.sample[None], noise))  # renoise: every position not accepted
+    st.soft.copy_(model.soft_embedding(out.probs[None]))
+    st.step.add_(1)
+    st.out[:c].copy_(argmax[0])
+    st.out[c].copy_(accepted.sum())
+    st.out[c + 1].copy_(stopped[0])
