@@ -31,16 +31,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--check", action="store_true",
                    help="load the model, fill one canvas, print JSON, exit 0/1")
+    p.add_argument("--weights", default="auto", choices=["auto", "bf16", "int8", "int4", "fp8"],
+                   help="with --check: how to store the weights (default auto: the checkpoint's own format, else the "
+                        "widest that fits the device)")
+    p.add_argument("--prompt-format", default="auto", choices=["auto", "fim", "chat"],
+                   help="with --check: the prompt format (default auto: fim when declared, else chat)")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="stderr log level (default WARNING)")
     return p.parse_args(argv)
 
 
-def check(model: str | None) -> int:
+def check(model: str | None, weights: str = "auto", prompt_format: str = "auto") -> int:
     """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout."""
     from engine.check import run_check
 
-    out = run_check(model)
+    out = run_check(model, weights=weights, prompt_format=prompt_format)
     print(json.dumps(out))
     return 0 if out["ok"] else 1
 
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dg-lsp {server_version()}")
         return 0
     if args.check:
-        return check(args.model)
+        return check(args.model, args.weights, args.prompt_format)
     # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
     # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
     sys.setswitchinterval(GIL_SWITCH_S)

@@ -23,19 +23,27 @@ def weights_bytes(module: Any) -> int:
 
 
 def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto",
-              sampler: Mapping[str, Any] | None = None, fill: bool = True) -> dict[str, Any]:
+              sampler: Mapping[str, Any] | None = None, fill: bool = True, weights: str = "auto") -> dict[str, Any]:
     """Keys: ok, model, device, dtype, load_ms, prompt_format, prompt_preview (the sample hole's prompt decoded with
-    its special tokens), prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights_bytes,
-    and with `fill` the answer (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says
-    what went wrong."""
+    its special tokens), prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights (the
+    format in force), weights_bytes, memory (weight bytes per format for this shape, the device's free memory, which
+    formats fit, what weights=auto picks, as lines to read), kv_bytes_per_token and kv_bytes_4k_context, and with
+    `fill` the answer (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says what went
+    wrong (a checkpoint too big for the device names the format that would fit)."""
     out: dict[str, Any] = {"ok": False, "model": model or "default"}
     try:
         from engine.engine import Engine
 
         t0 = time.perf_counter()
-        eng = Engine.from_pretrained(model, device=device, dtype=dtype, prompt_format=prompt_format, sampler=sampler)
+        from engine.quant.memory import report
+
+        eng = Engine.from_pretrained(model, device=device, dtype=dtype, prompt_format=prompt_format, sampler=sampler,
+                                     weights=weights)
+        memory = report(eng.config.text, eng.device, eng.dtype.itemsize)
         out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
-                   load_ms=round((time.perf_counter() - t0) * 1e3, 1), weights_bytes=weights_bytes(eng.model),
+                   load_ms=round((time.perf_counter() - t0) * 1e3, 1), weights=eng.weights,
+                   weights_bytes=weights_bytes(eng.model), memory=memory,
+                   kv_bytes_per_token=eng.kv_bytes_per_token(), kv_bytes_4k_context=eng.kv_bytes(4096),
                    eos_ids=list(eng.config.eos_token_ids), sampler=eng.settings_in_force())
         fmt = eng.prompt_format
         ids = fmt.context(eng.encode(SAMPLE_PREFIX), eng.encode(SAMPLE_SUFFIX), SAMPLE_HOLE)

@@ -101,6 +101,11 @@ def test_check_shows_the_chat_prompt(published):
     assert out["sampler"]["max_new_tokens"]["source"] == "default"
     assert out["sampler"]["canvas_length"] == {"value": 32, "source": "config.json"}
     assert out["weights_bytes"] > 0 and out["device"] in ("cpu", "cuda") and out["dtype"]
+    # memory: the checkpoint's bytes per format (int4 the smallest), the format in force, the KV cache per context
+    per = out["memory"]["bytes"]
+    assert per["int4"] < per["int8"] < per["bf16"] and out["weights"] == out["memory"]["auto"]
+    assert any(line.startswith("weights int4:") for line in out["memory"]["lines"])
+    assert 0 < out["kv_bytes_per_token"] and out["kv_bytes_4k_context"] > out["kv_bytes_per_token"]
     assert isinstance(out["fill"], str) and out["steps"] >= 1
 
 
