@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import dequantized_copy, to_bf16_shards
+from quant_checkpoints import dequantized_copy, to_bf16_shards
 from safetensors import safe_open
 
 from engine.engine import Engine

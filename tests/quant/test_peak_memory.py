@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import big_bf16_checkpoint
+from quant_checkpoints import big_bf16_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = dict(
