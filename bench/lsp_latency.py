@@ -41,9 +41,9 @@ from pygls.lsp.client import LanguageClient
 
 from bench.common import emit, median, percentile, pick_model
 from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
+from dg_lsp.trace import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("input", "hole", "canvas", "toEngine", "engineGlue", "fromEngine", "post", "answer")
 TARGETS = {"server_overhead_ms_p95": 5.0, "e2e_ms_p50": 300.0, "steps_after_cancel_max": 1}
 
 
