@@ -3,7 +3,7 @@
 Prints a table per hole kind (model at the true and at the server-chosen canvas length, and the empty / copy-line
 baselines), then HumanEval pass@1 beside published numbers; the last line is JSON.
 
-    python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N]
+    python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N] [--weights int4]
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, help="denoising steps (default: the checkpoint's)")
     ap.add_argument("--entropy-bound", type=float)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--weights", default="bf16", choices=["bf16", "int8", "int4", "fp8"],
+                    help="weight format (bf16: unquantized, fp32 on the CPU)")
     ap.add_argument("--rows", type=Path, help="write per-hole rows (JSON lines) here")
     args = ap.parse_args(argv)
     import torch
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(2)
     n_holes = min(args.holes, args.limit) if args.limit else args.holes
     he_limit = args.humaneval_limit if args.humaneval_limit is not None else args.limit
-    filler = Filler(args.model, args.steps, args.entropy_bound)
+    filler = Filler(args.model, args.steps, args.entropy_bound, args.weights)
     infill = json.loads((args.model / "infill.json").read_text())
     fmt = InfillFormat(canvas_lengths=tuple(infill["canvas_lengths"]))
     data_cfg = DataConfig(
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     s = summarize(rows)
     print(
         f"model {args.model} via {filler.backend}; {len(rows)} held-out holes (seed {args.seed}); "
-        f"steps {args.steps or 'checkpoint default'}"
+        f"steps {args.steps or 'checkpoint default'}; weights {args.weights}"
     )
     print(
         f"{'kind':<13} {'n':>4} | {'EM true':>7} {'EM srv':>7} {'EM copy':>7} | {'ES true':>7} {'ES srv':>7} "
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         "humaneval_empty_pass1": he.get("empty"),
         "latency_ms_by_canvas": {str(c): round(t * 1000, 1) for c, t in latency.items()},
         "backend": filler.backend,
+        "weights": args.weights,
         "seconds": round(time.time() - t0, 1),
     }
     print(json.dumps(result))

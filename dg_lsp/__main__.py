@@ -1,33 +1,31 @@
 """The `dg-lsp` command: serve LSP on stdio (default) or TCP, print the version, or check the model.
 
-stdout belongs to the LSP stream, so every log line goes to stderr.
+stdout belongs to the LSP stream, so every log line goes to stderr. Exit codes: LSP's (0 after shutdown and exit,
+1 for exit without shutdown or a stream that ended first), 2 for a command line it refuses.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
+import os
 import sys
-import time
 
-
-def _host_port(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    try:
-        n = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT, got {value!r}") from None
-    if not 0 < n < 65536:
-        raise argparse.ArgumentTypeError(f"port out of range: {n}")
-    return host or "127.0.0.1", n
+from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="dg-lsp", description="Language server that fills code holes with a "
-                                "text-diffusion LLM. With no arguments it serves LSP on stdio.")
-    p.add_argument("--tcp", metavar="[HOST:]PORT", type=_host_port,
-                   help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1)")
+                                "text-diffusion LLM. With no arguments it serves LSP on stdio; "
+                                "`dg-lsp serve-engine` serves one model to every editor on the machine.")
+    p.add_argument("--tcp", metavar="[HOST:]PORT", type=parse_host_port,
+                   help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1; IPv6 as [::1]:PORT); a host that "
+                   "is not loopback needs --token-env")
+    p.add_argument("--token-env", metavar="NAME", default=None,
+                   help="with --tcp: clients must send the token held in environment variable NAME as "
+                   "initializationOptions.token (at least 16 characters)")
     p.add_argument("--model", metavar="PATH", default=None,
                    help="checkpoint used while the client's modelPath is null (default: the shipped model)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
@@ -39,22 +37,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check(model: str | None) -> int:
-    """Load the model and fill one canvas; one JSON object on stdout."""
-    out: dict = {"ok": False, "model": model or "default"}
-    try:
-        from dg_lsp.config import Settings
-        from dg_lsp.worker import load_engine
+    """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout."""
+    from engine.check import run_check
 
-        t0 = time.perf_counter()
-        eng = load_engine(Settings(model_path=model))
-        out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
-                   load_ms=round((time.perf_counter() - t0) * 1e3, 1))
-        length = min(eng.infill_format.canvas_lengths)
-        res = eng.infill_text("def add(a, b):\n    return ", "\n", canvas_length=length)
-        fill_ms = round(res.timings.get("total_ms", 0.0), 1)
-        out.update(ok=True, fill=res.text, steps=res.steps, fill_ms=fill_ms)
-    except Exception as exc:  # report any failure as JSON: this is a diagnostic command
-        out["error"] = f"{type(exc).__name__}: {exc}"
+    out = run_check(model)
     print(json.dumps(out))
     return 0 if out["ok"] else 1
 
@@ -63,11 +49,26 @@ GIL_SWITCH_S = 0.0005
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
+        from engine.service.cli import main as serve_engine
+
+        return serve_engine(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # pygls logs every message body at INFO; keep that for DEBUG only.
     logging.getLogger("pygls").setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.WARNING)
+    token = None
+    if args.token_env is not None and not args.tcp:
+        print("dg-lsp: --token-env goes with --tcp", file=sys.stderr)
+        return 2
+    if args.tcp:
+        try:
+            token = required_token(args.tcp[0], args.token_env, os.environ)
+        except ValueError as e:
+            print(f"dg-lsp: {e}", file=sys.stderr)
+            return 2
     from dg_lsp.server import build_server, server_version
 
     if args.version:
@@ -75,15 +76,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         return check(args.model)
-    server = build_server(default_model=args.model)
     # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
     # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
     sys.setswitchinterval(GIL_SWITCH_S)
     if args.tcp:
-        server.start_tcp(*args.tcp)
-    else:
-        server.start_io()
-    return 0
+        try:
+            asyncio.run(serve_tcp(lambda: build_server(default_model=args.model), *args.tcp, token))
+        except OSError as e:  # the address is taken or cannot be bound
+            print(f"dg-lsp: cannot listen on {args.tcp[0]}:{args.tcp[1]}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            pass
+        return 0
+    from dg_lsp.stdio import serve_stdio
+
+    return serve_stdio(build_server(default_model=args.model))
 
 
 if __name__ == "__main__":

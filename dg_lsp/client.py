@@ -14,7 +14,7 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.client import JsonRPCClient
 
-from dg_lsp.loading import default_model_dir
+from dg_lsp.backends.checkpoint import default_model_dir
 
 ApplyEdit = Callable[[T.ApplyWorkspaceEditParams], T.ApplyWorkspaceEditResult]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
+BACKENDS = ("embedded", "service", "openai")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,14 @@ class Settings:
     languages: tuple[str, ...] | None = None
     context_tokens: int = 1024
     drafts: bool = False
+    prompt_format: str = "auto"
+    # where fills run (docs/PROTOCOL.md, "Backends"): in this process, the shared engine service, or an
+    # OpenAI-compatible server; `api_key_env` is the *name* of the environment variable holding the key
+    backend: str = "embedded"
+    endpoint: str | None = None
+    api_key_env: str | None = None
+    model: str | None = None
+    auto_start: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -38,7 +48,8 @@ class Settings:
 
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
-        return (self.model_path, self.device, self.dtype)
+        return (self.model_path, self.device, self.dtype, self.prompt_format, self.backend, self.endpoint,
+                self.api_key_env, self.model, self.auto_start)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -76,6 +87,21 @@ def _bound(v: Any) -> str | None:
     return None if ok else f"expected a number > 0 or null, got {v!r}"
 
 
+def _endpoint(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, str) and v.startswith(("unix:/", "http://", "https://")))
+    return None if ok else f"expected unix:/PATH, http://HOST:PORT or https://... or null, got {v!r}"
+
+
+def _env_name(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, str) and v.isidentifier() and v.isascii())
+    why = "expected the name of an environment variable (not the key itself) or null"
+    return None if ok else f"{why}, got a {type(v).__name__}"
+
+
+def _name(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, str) and v) else f"expected a model id string or null, got {v!r}"
+
+
 def _languages(v: Any) -> str | None:
     ok = v is None or (isinstance(v, tuple) and all(isinstance(x, str) and x for x in v))
     return None if ok else f"expected a list of languageId strings or null, got {v!r}"
@@ -92,6 +118,12 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "languages": _languages,
     "context_tokens": _int_range(64, 32768),
     "drafts": _bool,
+    "prompt_format": _choice(PROMPT_FORMATS),
+    "backend": _choice(BACKENDS),
+    "endpoint": _endpoint,
+    "api_key_env": _env_name,
+    "model": _name,
+    "auto_start": _bool,
 }
 
 # wire key (camelCase) -> field name
@@ -106,6 +138,12 @@ KEYS: dict[str, str] = {
     "languages": "languages",
     "contextTokens": "context_tokens",
     "drafts": "drafts",
+    "promptFormat": "prompt_format",
+    "backend": "backend",
+    "endpoint": "endpoint",
+    "apiKeyEnv": "api_key_env",
+    "model": "model",
+    "autoStart": "auto_start",
 }
 
 _DEFAULTS = Settings()

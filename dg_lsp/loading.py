@@ -10,8 +10,6 @@ This module is where dg_lsp meets a concrete engine; everything else in dg_lsp s
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dg_lsp.config import Settings
@@ -29,17 +27,9 @@ class ModelCheckError(RuntimeError):
     """A checkpoint the server cannot serve from; the message says why and what to do."""
 
 
-def default_model_dir() -> Path:
-    """Where the engine package ships its small code model (engine.engine.default_model_path), found without
-    importing the engine (and torch)."""
-    spec = importlib.util.find_spec("engine")
-    assert spec is not None and spec.origin is not None, "the engine package is part of dg-lsp"
-    return Path(spec.origin).parent / "default_model"
-
-
 def load_engine(settings: Settings) -> InfillBackend:
     """The embedded backend: `engine.engine.Engine` in this process (imported here so `dg-lsp --version` does not
-    import torch), checked by `check_engine`. Runs on the engine thread.
+    import torch, nor a server on a remote backend), checked by `check_engine`. Runs on the engine thread.
 
     On CPU the engine gets one intra-op thread: a small code model's matrices are too small to gain from more,
     and extra threads fight the editor and this server's event loop for the cores."""
@@ -49,7 +39,8 @@ def load_engine(settings: Settings) -> InfillBackend:
 
     if settings.device == "cpu" or (settings.device == "auto" and not torch.cuda.is_available()):
         torch.set_num_threads(1)
-    engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype)
+    engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
+                                    prompt_format=settings.prompt_format)
     check_engine(engine)
     return engine
 

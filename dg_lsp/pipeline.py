@@ -151,7 +151,8 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
     if reason is None and current():
         t_post = time.perf_counter()
         stats.check_prepared = prepared[0] is not None if prepared else False
-        fill = postprocess(snap, hole, fmt.answer(raw), prepared[0] if prepared else None, policy.parse_budget)
+        code = fmt.answer(raw, prompt.prefix, prompt.suffix)  # a chat answer's fences and echoes cut away
+        fill = postprocess(snap, hole, code, prepared[0] if prepared else None, policy.parse_budget)
         stats.post_ms = round((trace.mark("post") - t_post) * 1e3, 3)
         if not fill:
             fill, reason = None, "empty fill"

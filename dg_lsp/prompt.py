@@ -67,9 +67,10 @@ def target_tokens(hole: Hole, encode: Encode) -> int:
     return KIND_TOKENS.get(hole.kind, KIND_TOKENS["statement"])
 
 
-def canvas_length_for(hole: Hole, encode: Encode, canvas_lengths: tuple[int, ...]) -> int:
-    """The smallest trained canvas length >= the hole's target (the largest one if none is big enough)."""
-    want = target_tokens(hole, encode)
+def canvas_length_for(hole: Hole, encode: Encode, canvas_lengths: tuple[int, ...], headroom: int = 0) -> int:
+    """The smallest trained canvas length >= the hole's target plus `headroom` (the tokens an answer spends beside
+    the code: a chat answer's fences; engine.seam.PromptFormat), the largest one if none is big enough."""
+    want = target_tokens(hole, encode) + headroom
     lengths = sorted(canvas_lengths)
     return next((n for n in lengths if n >= want), lengths[-1])
 
@@ -242,7 +243,8 @@ def _fit_prefix(snap: Snapshot, start: int, budget: int, encode: Encode) -> tupl
 def hole_info(snap: Snapshot, hole: Hole) -> HoleInfo:
     """What a prompt format may use besides the code around the hole (engine.seam.HoleInfo)."""
     name = posixpath.basename(snap.uri.split("?", 1)[0].split("#", 1)[0])
-    return HoleInfo(kind=hole.kind, language=snap.language_id, filename=name, lines=hole.max_lines)
+    return HoleInfo(kind=hole.kind, language=snap.language_id, filename=name, lines=hole.max_lines,
+                    replaced=hole.replaced if hole.kind == "selection" else None)
 
 
 def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget_tokens: int) -> Prompt:
@@ -255,7 +257,7 @@ def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, 
     spare = budget_tokens - used - len(suffix_ids)
     if spare > 0 and len(suffix) < len(text) - hole.end:
         suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - used, encode)
-    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths)
+    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths, getattr(fmt, "canvas_headroom", 0))
     return Prompt(
         prefix=prefix,
         suffix=suffix,

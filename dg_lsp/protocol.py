@@ -1,19 +1,28 @@
-"""pygls protocol adjustments: our store owns the text, cancel reaches the engine, commands see params.
+"""pygls protocol adjustments: the LSP lifecycle, one answer per request, our store owns the text, cancel reaches
+the engine, commands see their params, no internals in errors.
 
-Three places where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's `pygls<3`):
+Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's `pygls<3`):
+- Lifecycle (`receive`, the entry point of dg_lsp.transport): pygls answers requests before `initialize` and
+  silently drops every message after `shutdown`. LSP wants -32002 ServerNotInitialized before `initialize`
+  (notifications dropped, except `exit`), -32600 InvalidRequest after `shutdown`, and `initialize` only once.
+  A request sent with a notification's method (or `exit` with an id) is answered -32600 instead of being run
+  and never answered; a notification with a request's method is dropped instead of being run.
 - didOpen/didChange/didClose: pygls keeps its own copy of every document; ours (`DocumentStore`, with the
-  tree-sitter tree) is the only one, so the built-ins only forward to our handlers.
+  tree-sitter tree) is the only one, so the built-ins for didOpen/didClose only forward to our handlers, and
+  didChange skips pygls' generic route for notifications altogether (see `_did_change`).
 - `$/cancelRequest`: pygls cancels the request's future, which stops an `async` handler at its next `await`
   but cannot stop a job already on the engine thread, nor the task behind a command. We also cancel the
   engine job.
 - `workspace/executeCommand`: pygls passes only `arguments`; our commands need the whole params
   (`workDoneToken`), and an unknown command deserves a precise error.
-- Malformed messages: pygls only logs a body that is not JSON, and silently drops a request whose params do
-  not fit their type (the client then waits forever). We answer both with JSON-RPC errors.
+- Params that do not fit their method's type: pygls silently drops such a request (the client then waits
+  forever). We answer it with Invalid Params.
+- Internal errors: pygls answers a handler's exception with its text and traceback, and shows a notification
+  handler's exception to the user; both can carry server paths. The client gets a short message instead; the
+  traceback goes to the log (stderr).
 - Answers: a handler may return a JSON-ready dict, which is written as it is. pygls' generic serializer (cattrs
   over attrs classes) took ~0.15 ms for an inline answer when its code was not in the CPU's caches, which is the
   case after an engine run; a dict takes ~0.03 ms.
-- didChange: handled at once, without pygls' generic route for notifications (see `_did_change`).
 - Timing: the arrival of each message (`received_at`: from the stdio reader when it has one, see
   dg_lsp.stdio) and a hook once a response is written, so the server can report its own per-keystroke time and
   send a request's dg/status after its answer, not before it.
@@ -23,19 +32,71 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from typing import Any
 
+import attrs
 from lsprotocol import types
-from pygls.exceptions import FeatureNotificationError, JsonRpcException, JsonRpcInvalidParams, JsonRpcParseError
+from lsprotocol.types import ResponseError
+from pygls.exceptions import (
+    FeatureNotificationError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcParseError,
+)
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
+from dg_lsp.jsonrpc import INVALID_REQUEST
+
 log = logging.getLogger(__name__)
+
+SERVER_NOT_INITIALIZED = -32002
 
 
 class DgProtocol(LanguageServerProtocol):
     received_at = 0.0  # time.perf_counter() when the message being handled arrived
-    arrived_at: float | None = None  # set by the stdio reader before it parses a message (dg_lsp.stdio)
+    arrived_at: float | None = None  # set by the reader before it parses a message (dg_lsp.transport)
+    initialize_seen = False
+
+    def receive(self, data: dict[str, Any]) -> None:
+        """One message whose JSON-RPC envelope is valid (dg_lsp.jsonrpc): the lifecycle's gate, then pygls."""
+        method = data.get("method")
+        if method is not None:
+            refusal = self._refusal(method, "id" in data)
+            if refusal is not None:
+                if "id" in data:
+                    self.send_error(data["id"], *refusal)
+                else:
+                    log.warning("notification %r dropped: %s", method, refusal[1])
+                return
+            if method not in _KINDS:  # pygls' generic message types need params, which JSON-RPC lets a client omit
+                data.setdefault("params", None)
+        message = self.structure_message(data)
+        if type(message) is _Dropped:
+            return
+        if method == types.INITIALIZE:
+            self.initialize_seen = True
+        self.handle_message(message)
+
+    def _refusal(self, method: str, is_request: bool) -> tuple[int, str] | None:
+        kind = _KINDS.get(method)  # None for methods LSP does not define (ours, dg/...)
+        if is_request and kind == "notification":
+            return INVALID_REQUEST, f"{method} is a notification: it takes no id"
+        if not is_request and kind == "request":
+            return INVALID_REQUEST, f"{method} is a request: it needs an id"
+        if method == types.EXIT:
+            return None
+        if not self.initialize_seen:
+            if method == types.INITIALIZE:
+                return None
+            return SERVER_NOT_INITIALIZED, "the server is not initialized: send initialize first"
+        if method == types.INITIALIZE:
+            return INVALID_REQUEST, "initialize was already received"
+        if self._shutdown:
+            return INVALID_REQUEST, "the server is shutting down: only exit is accepted"
+        return None
 
     def handle_message(self, message: Any) -> None:
         self.received_at = self.arrived_at if self.arrived_at is not None else time.perf_counter()
@@ -48,7 +109,7 @@ class DgProtocol(LanguageServerProtocol):
     def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         """A keystroke's didChange goes straight to its handler. pygls' route for a notification (a context copy,
         two uuid4 ids, two futures and the generator of its built-in feature) took ~0.18 ms when its code was not
-        in the CPU's caches, as on every keystroke; an error is reported as pygls would."""
+        in the CPU's caches, as on every keystroke; an error is reported as pygls would, without internals."""
         handler = self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)
         if handler is None:
             return
@@ -56,26 +117,54 @@ class DgProtocol(LanguageServerProtocol):
             handler(params)
         except Exception as error:
             log.exception("didChange handler failed")
-            self._server._report_server_error(error, FeatureNotificationError)
+            self._report_internal(error)
+
+    def _check_handler_result(self, future: Any) -> None:
+        """A notification handler failed: the traceback to the log, a short message to the client."""
+        if not future.cancelled() and (error := future.exception()) is not None:
+            log.error("notification handler failed", exc_info=error)
+            self._report_internal(error)
+
+    def _report_internal(self, error: BaseException) -> None:
+        self._server._report_server_error(JsonRpcInternalError(_short(type(error).__name__)), FeatureNotificationError)
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         if error is None and (result is None or type(result) is dict):  # already JSON: no attrs envelope
             self._result_types.pop(msg_id, None)
             self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result})
         else:
+            if error is not None and error.code == JsonRpcInternalError.CODE:
+                error = ResponseError(code=error.code, message=_short_message(error.message))  # no traceback
             super()._send_response(msg_id, result, error)
         after = getattr(self._server, "after_response", None)
         if after is not None:
             after(str(msg_id))
 
+    def send_error(self, msg_id: Any, code: int, message: str) -> None:
+        """An error answer; `msg_id` None answers a message whose id could not be read (JSON-RPC's id null)."""
+        if msg_id is None:
+            self._send_data({"jsonrpc": self.VERSION, "id": None, "error": {"code": code, "message": message}})
+        else:
+            self._send_response(msg_id, error=ResponseError(code=code, message=message))
+
+    def send_parse_error(self, exc: Exception) -> bool:
+        """JSON-RPC 2.0 answers an unparseable message with a Parse error whose id is null."""
+        if not isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+            return False
+        self.send_error(None, JsonRpcParseError.CODE, f"malformed JSON-RPC message: {exc}")
+        return True
+
+    def get_message_type(self, method: str) -> Any:
+        # pygls caches this per (protocol, method) in an lru_cache, which keeps every protocol (and its server,
+        # documents and model) alive after its TCP connection closed; the dict lookup needs no cache.
+        return types.METHOD_TO_TYPES.get(method, (None,))[0]
+
+    def get_result_type(self, method: str) -> Any:
+        return types.METHOD_TO_TYPES.get(method, (None, None))[1]
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -92,23 +181,23 @@ class DgProtocol(LanguageServerProtocol):
         return result
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        """A request whose params do not fit its method's type gets an Invalid Params answer, not silence."""
+        """A message whose params do not fit its method's type: a request gets an Invalid Params answer, not
+        silence; a notification is logged and reported; a response fails the request of ours it answers (which
+        would otherwise wait forever, and with it the client's request that sent it)."""
         try:
             return super().structure_message(data)
         except JsonRpcException:
-            if not ("id" in data and "method" in data):
-                raise
+            if "method" not in data:  # an answer to our request that does not fit its type: fail that request
+                log.error("malformed response to request %r", data.get("id"))
+                self._handle_response(data.get("id"), error=ResponseError(code=JsonRpcInvalidParams.CODE,
+                                                                        message="malformed response"))
+                return _Dropped()
             err = JsonRpcInvalidParams(f"invalid params for {data['method']!r}")
-            self._send_response(data["id"], error=err.to_response_error())
+            if "id" in data:
+                self._send_response(data["id"], error=err.to_response_error())
+            else:
+                self._server._report_server_error(err, FeatureNotificationError)
             return _Dropped()
-
-    def send_parse_error(self, exc: Exception) -> bool:
-        """JSON-RPC 2.0 answers an unparseable message with a Parse error whose id is null."""
-        if not isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
-            return False
-        err = JsonRpcParseError(f"malformed JSON-RPC message: {exc}")
-        self._send_data({"jsonrpc": "2.0", "id": None, "error": {"code": err.code, "message": err.message}})
-        return True
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         on_cancel = getattr(self._server, "on_cancel_request", None)
@@ -117,8 +206,22 @@ class DgProtocol(LanguageServerProtocol):
         super()._handle_cancel_notification(msg_id)
 
 
-
 class _Dropped:
-    """Stands in for a message already answered with an error; `handle_message` ignores a wrong version."""
+    """Stands in for a message already answered with an error."""
 
-    jsonrpc = "dropped"
+
+_KINDS = {method: "request" if "id" in attrs.fields_dict(cls) else "notification"
+          for method, (cls, *_) in types.METHOD_TO_TYPES.items() if cls is not None}
+_EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?=:|$)")  # "ValueError: ..." -> ValueError
+
+
+def _short(name: str | None) -> str:
+    what = f" ({name})" if name else ""
+    return f"internal error in the server{what}; its log has the details"
+
+
+def _short_message(message: str) -> str:
+    """pygls' internal-error text is the exception's own text ("ValueError: ... /path/file.py ..."): keep its
+    class name only."""
+    m = _EXC_NAME.match(message or "")
+    return _short(m.group(1) if m else None)

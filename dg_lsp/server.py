@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dg_lsp import debug
+from dg_lsp.backends.factory import build_backend
 from dg_lsp.config import Settings
 from dg_lsp.handlers import commands, documents, inline, lifecycle
-from dg_lsp.loading import check_fill, load_engine
+from dg_lsp.loading import check_fill
 from dg_lsp.session import DgServer, server_version
 from dg_lsp.worker import Check
 from engine.seam import InfillBackend
@@ -21,13 +23,15 @@ from engine.seam import InfillBackend
 __all__ = ["DgServer", "build_server", "server_version"]
 
 
-def build_server(engine_factory: Callable[[Settings], InfillBackend] = load_engine,
+def build_server(engine_factory: Callable[[Settings], InfillBackend] = build_backend,
                  default_model: str | None = None, check: Check | None = check_fill) -> DgServer:
     """A server with every handler registered. `engine_factory` (settings -> a loaded backend, run on the engine
-    thread) and `check` (the check fill before "ready") are seams for tests and benchmarks."""
+    thread: by default the one the `backend` setting names) and `check` (the check fill before "ready") are seams
+    for tests and benchmarks."""
     server = DgServer(engine_factory, default_model, check)
     lifecycle.register(server)
     documents.register(server)
     inline.register(server)
     commands.register(server)
+    debug.register(server)
     return server

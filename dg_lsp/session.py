@@ -30,11 +30,12 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
+from dg_lsp.backends.factory import build_backend
 from dg_lsp.cache import FillCaches, Shown
 from dg_lsp.config import Settings
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
-from dg_lsp.loading import check_fill, load_engine
+from dg_lsp.loading import check_fill
 from dg_lsp.pipeline import FillEvents, FillOutcome, FillStats, Policy, run_fill
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
@@ -70,7 +71,7 @@ class Received:
 
 
 class DgServer(LanguageServer):
-    def __init__(self, engine_factory: Callable[[Settings], InfillBackend] = load_engine,
+    def __init__(self, engine_factory: Callable[[Settings], InfillBackend] = build_backend,
                  default_model: str | None = None, check: Check | None = check_fill) -> None:
         super().__init__("dg-lsp", server_version(), protocol_cls=DgProtocol,
                          text_document_sync_kind=T.TextDocumentSyncKind.Incremental)
@@ -78,6 +79,7 @@ class DgServer(LanguageServer):
         self.default_model = default_model  # `--model`: used while the client's modelPath is null
         self.store = DocumentStore()
         self.worker = Worker(engine_factory, check)
+        self.worker.on_state_change = lambda message: self.send_status(message=message)  # a remote backend's server
         self.caches = FillCaches()
         self.shown: dict[str, Shown] = {}  # uri -> the inline fill last shown (typed-ahead)
         self.last_latency_ms: float | None = None

@@ -3,8 +3,8 @@
 pygls 2 reads stdin through a thread pool: every header line and every body is one `run_in_executor` call, so each
 message costs three or four thread hand-offs before its handler runs (measured here: about half a millisecond per
 message, two messages per keystroke). An asyncio pipe transport lets the loop's selector read instead; a message
-already in the buffer is parsed with no hand-off at all. Falls back to pygls' reader when stdin is not a pipe,
-socket or character device (e.g. a regular file).
+already in the buffer is parsed with no hand-off at all. Falls back to a thread pool when stdin is not a pipe,
+socket or character device (e.g. a regular file). The bytes go through dg_lsp.transport's message loop.
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
 - a message *arrives* when the loop receives the chunk of bytes that completes it (`Arrivals`), before it is
@@ -21,11 +21,12 @@ import asyncio
 import collections
 import logging
 import sys
-import threading
 import time
 from typing import Any, BinaryIO
 
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.io_ import StdoutWriter
+
+from dg_lsp.transport import CHUNK, serve_messages
 
 log = logging.getLogger(__name__)
 
@@ -60,47 +61,40 @@ class _TimedStreamProtocol(asyncio.StreamReaderProtocol):
 
 
 class PipeReader:
-    """pygls' AsyncReader over an asyncio StreamReader: `readexactly` returns what there is at EOF (b"" when
-    nothing), as pygls' loop expects, instead of raising.
+    """Chunks of a pipe as the event loop receives them (`read`: b"" at EOF), each timed in `arrivals`."""
 
-    pygls' loop (`pygls.io_.run_async`) reads header lines with `readline` and then a message's body with
-    `readexactly`, and parses the body after that: so `readexactly` sets `protocol.arrived_at` to the arrival of
-    the body's last byte (`arrivals`), and the message is timed from before its parse."""
-
-    def __init__(self, stream: asyncio.StreamReader, arrivals: Arrivals | None = None, protocol: Any = None) -> None:
+    def __init__(self, stream: asyncio.StreamReader, arrivals: Arrivals) -> None:
         self.stream = stream
-        self.arrivals = arrivals
-        self.protocol = protocol
-        self._offset = 0  # stream offset after the last byte read
+        self.arrivals: Arrivals | None = arrivals
 
-    async def readline(self) -> bytes:
-        line = await self.stream.readline()
-        self._offset += len(line)
-        return line
-
-    async def readexactly(self, n: int) -> bytes:
-        try:
-            data = await self.stream.readexactly(n)
-        except asyncio.IncompleteReadError as e:
-            data = e.partial
-        self._offset += len(data)
-        if self.protocol is not None and self.arrivals is not None:
-            self.protocol.arrived_at = self.arrivals.at(self._offset)
-        return data
+    async def read(self) -> bytes:
+        return await self.stream.read(CHUNK)
 
 
-async def pipe_reader(stdin: BinaryIO, protocol: Any = None) -> Any:
-    """A reader of `stdin` driven by the event loop (timing each body's arrival for `protocol`), or pygls'
-    thread-pool reader when that is not possible (messages are then timed when they are handled)."""
+class ThreadReader:
+    """Chunks of a file that is not a pipe, read through the loop's thread pool (messages are then timed when
+    they are handled)."""
+
+    arrivals: Arrivals | None = None
+
+    def __init__(self, stdin: BinaryIO) -> None:
+        self._read = getattr(stdin, "read1", stdin.read)
+
+    async def read(self) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(None, self._read, CHUNK)
+
+
+async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
+    """A reader of `stdin` driven by the event loop, or through a thread pool when that is not possible."""
     loop = asyncio.get_running_loop()
-    stream = asyncio.StreamReader(limit=1 << 20)  # the longest header line we accept
+    stream = asyncio.StreamReader(limit=CHUNK)
     arrivals = Arrivals()
     try:
         await loop.connect_read_pipe(lambda: _TimedStreamProtocol(stream, arrivals), stdin)
     except (ValueError, OSError) as e:  # a regular file, or a platform without pipe transports
         log.info("stdin is read through a thread pool: %s", e)
-        return StdinAsyncReader(stdin)
-    return PipeReader(stream, arrivals, protocol)
+        return ThreadReader(stdin)
+    return PipeReader(stream, arrivals)
 
 
 class TimedWriter(StdoutWriter):
@@ -115,21 +109,21 @@ class TimedWriter(StdoutWriter):
         self.handed_at = t0 + min(cpu, wall)  # min: thread_time is coarse on some platforms
 
 
-def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-    """What pygls' `start_io` does, with `pipe_reader` for stdin and `TimedWriter` for stdout."""
-    server._stop_event = threading.Event()
+def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
+    """Serve `server` on stdin/stdout (dg_lsp.transport's loop, `pipe_reader`, `TimedWriter`) until the client
+    exits or the stream ends. Returns LSP's exit code: 0 after `shutdown`, else 1."""
     server.protocol.set_writer(TimedWriter(stdout or sys.stdout.buffer))
 
-    async def main() -> None:
-        reader = await pipe_reader(stdin or sys.stdin.buffer, server.protocol)
-        await run_async(stop_event=server._stop_event, reader=reader, protocol=server.protocol, logger=log,
-                        error_handler=server.report_server_error)
+    async def main() -> int:
+        reader = await pipe_reader(stdin or sys.stdin.buffer)
+        return await serve_messages(reader.read, server.protocol, reader.arrivals)
 
     try:
-        asyncio.run(main())
+        return asyncio.run(main())
     except BrokenPipeError:
         log.error("connection to the client lost: shutting down")
-    except (KeyboardInterrupt, SystemExit):
-        pass
+        return 1
+    except KeyboardInterrupt:
+        return 1
     finally:
         server.shutdown()

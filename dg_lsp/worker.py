@@ -6,8 +6,9 @@ Cancellation is cooperative: a `Ticket` wraps the backend's cancel flag, which t
 denoising steps, so a cancelled job stops within one step and frees the thread for the next one.
 
 The backend is whatever the factory returns: anything that satisfies `engine.seam.InfillBackend`
-(dg_lsp.loading.load_engine for the embedded engine). "ready" means it loaded and its check fill ran
-(dg_lsp.loading.check_fill).
+(dg_lsp.backends.factory.build_backend: the embedded engine, the engine service or an OpenAI-compatible server).
+"ready" means it loaded and its check fill ran (dg_lsp.loading.check_fill); a remote backend's state then follows
+its server (`_follow`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dg_lsp.config import Settings
-from dg_lsp.loading import (
-    CHECK_FILL_S,
-    ModelCheckError,
-    check_fill,
-    load_engine,  # noqa: F401 -- dg_lsp.__main__ (`dg-lsp --check`) imports it from here
-)
+from dg_lsp.loading import CHECK_FILL_S, ModelCheckError, check_fill
 from engine.seam import CancelFlag, FillResult, InfillBackend, RequestKind, StepDraft
 
 log = logging.getLogger(__name__)
@@ -100,6 +96,8 @@ class Worker:
         self._latest_call: dict[str, int] = {}
         self._call_ids = itertools.count(1)
         self._tickets: set[Ticket] = set()
+        self.on_state_change: Callable[[str], None] | None = None  # called with a message when `state` follows
+        # a remote backend's server going away or coming back
 
     # -- model -------------------------------------------------------------------------------------------
 
@@ -123,9 +121,33 @@ class Worker:
             return
         if gen != self.generation:  # a newer load was requested meanwhile
             return
-        self.engine, self.state = engine, "ready"
-        self.model_name = engine.model_name
+        old, self.engine, self.state = self.engine, engine, "ready"
+        # dg/status shows the backend's `name` when it has one (remote backends say where they run)
+        self.model_name = str(getattr(engine, "name", None) or engine.model_name)
         log.info("model %s loaded in %.0f ms", self.model_name, (time.perf_counter() - t0) * 1e3)
+        if old is not None and old is not engine and hasattr(old, "close"):
+            old.close()
+        self._follow(engine, gen)
+
+    def _follow(self, engine: InfillBackend, gen: int) -> None:
+        """A remote backend reports its server going away and coming back; `state` follows it on the loop."""
+        watch = getattr(engine, "watch_state", None)
+        if watch is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def heard(state: str, message: str) -> None:  # any thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(self._backend_state, gen, state, message)
+
+        watch(heard)
+
+    def _backend_state(self, gen: int, state: str, message: str) -> None:
+        if gen != self.generation or self.state not in ("ready", "error"):
+            return
+        self.state, self.error = state, message if state == "error" else None
+        if self.on_state_change is not None:
+            self.on_state_change(message)
 
     async def _check_fill(self, engine: InfillBackend) -> None:
         """The check fill on the engine thread, cancelled after CHECK_FILL_S."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 SUPPORTED_ARCHITECTURES = ("DiffusionGemmaForBlockDiffusion",)
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 LAYER_TYPES = ("sliding_attention", "full_attention")
+# transformers' ACT2FN names this engine computes bit-exactly -> torch.nn.functional.gelu's `approximate`
+ACTIVATIONS = {"gelu_pytorch_tanh": "tanh", "gelu": "none"}
 
 
 class ConfigError(ValueError):
@@ -57,6 +61,8 @@ class TextConfig:
     rms_norm_eps: float = 1e-6
     hidden_activation: str = "gelu_pytorch_tanh"
     final_logit_softcapping: float | None = 30.0
+    # The top-level flag, as transformers reads it: True ties the LM head to the embedding AND the encoder's
+    # weights to the decoder's (the text-level flag is ignored, as in transformers).
     tie_word_embeddings: bool = True
     attention_bias: bool = False
     pad_token_id: int = 0
@@ -78,13 +84,26 @@ class TextConfig:
                 raise ConfigError(f"rope_parameters has no entry for {t}")
         if not 1 <= self.top_k_experts <= self.num_experts:
             raise ConfigError(f"top_k_experts={self.top_k_experts} must be in [1, num_experts={self.num_experts}]")
-        if self.hidden_activation not in ("gelu_pytorch_tanh", "gelu"):
-            raise ConfigError(f"hidden_activation {self.hidden_activation!r} is not supported")
+        if self.hidden_activation not in ACTIVATIONS:
+            raise ConfigError(f"hidden_activation {self.hidden_activation!r} is not supported "
+                              f"({', '.join(ACTIVATIONS)})")
+
+    @property
+    def gelu_approximate(self) -> str:
+        """`approximate=` for torch.nn.functional.gelu: "tanh" for gelu_pytorch_tanh, "none" (erf) for gelu."""
+        return ACTIVATIONS[self.hidden_activation]
+
+    @property
+    def separate_encoder(self) -> bool:
+        """Whether the encoder has tensors of its own. transformers ties encoder weights to the decoder's only
+        under a tied top-level config, and never ties biases."""
+        return not self.tie_word_embeddings or self.attention_bias
 
 
 @dataclass(frozen=True)
 class SamplerDefaults:
-    """Sampler settings from generation_config.json; unset fields take transformers' global defaults."""
+    """Sampler settings from generation_config.json; unset fields take transformers' global defaults
+    (`DiffusionGemmaGenerationConfig._get_default_generation_params`)."""
 
     max_denoising_steps: int = 48
     entropy_bound: float = 0.1
@@ -103,6 +122,12 @@ class SamplerDefaults:
             raise ConfigError(f"need 0 <= t_min < t_max, got t_min={self.t_min} t_max={self.t_max}")
         if self.stability_threshold < 0 or self.confidence_threshold <= 0:
             raise ConfigError("stability_threshold must be >= 0 and confidence_threshold > 0")
+        if self.max_new_tokens <= 0:
+            raise ConfigError(f"max_new_tokens must be > 0, got {self.max_new_tokens}")
+
+
+# Where a value in force came from, in precedence order (a later source overrides an earlier one).
+DEFAULT, CONFIG_JSON, GENERATION_JSON, SETTING = "default", "config.json", "generation_config.json", "setting"
 
 
 @dataclass(frozen=True)
@@ -110,10 +135,35 @@ class CheckpointConfig:
     text: TextConfig
     canvas_length: int
     sampler: SamplerDefaults = field(default_factory=SamplerDefaults)
+    # Every end-of-sequence id generation stops at: generation_config.json's list when it has one (as
+    # transformers' generate reads it), else config.json's.
+    eos_token_ids: tuple[int, ...] = (1,)
+    # setting name -> where its value came from (DEFAULT, CONFIG_JSON, GENERATION_JSON or SETTING)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:
             raise ConfigError(f"canvas_length must be > 0, got {self.canvas_length}")
+        if not self.eos_token_ids or any(not 0 <= t < self.text.vocab_size for t in self.eos_token_ids):
+            raise ConfigError(f"eos ids {list(self.eos_token_ids)} must be non-empty and in [0, vocab_size)")
+
+    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
+        """{name: {"value": v, "source": s}} for each sampler setting (max_denoising_steps named "steps"), the eos
+        ids and the canvas length; `overrides` (those names, None = not set) are reported as settings."""
+        out: dict[str, dict[str, Any]] = {}
+        for field_name in SAMPLER_FIELDS:
+            name = "steps" if field_name == "max_denoising_steps" else field_name
+            value, source = getattr(self.sampler, field_name), self.sources.get(field_name, DEFAULT)
+            if overrides.get(name) is not None:
+                value, source = overrides[name], SETTING
+            out[name] = {"value": value, "source": source}
+        out["eos_token_ids"] = {"value": list(self.eos_token_ids), "source": self.sources.get("eos_token_ids",
+                                                                                               CONFIG_JSON)}
+        out["canvas_length"] = {"value": self.canvas_length, "source": self.sources.get("canvas_length", DEFAULT)}
+        return out
+
+
+SAMPLER_FIELDS = tuple(f.name for f in fields(SamplerDefaults))
 
 
 def _rope(raw: dict | None) -> dict[str, RopeSpec]:
@@ -185,22 +235,48 @@ def parse_text_config(tc: dict) -> TextConfig:
     )
 
 
-def parse_sampler(gen: dict) -> SamplerDefaults:
-    d = SamplerDefaults()
+def _id_list(value: Any, what: str) -> tuple[int, ...]:
+    ids = value if isinstance(value, list) else [value]
+    if not ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise ConfigError(f"{what} must be an int or a list of ints, got {value!r}")
+    return tuple(ids)
+
+
+def parse_sampler(gen: Mapping[str, Any]) -> tuple[SamplerDefaults, dict[str, str]]:
+    """generation_config.json's sampler fields as transformers' DiffusionGemmaGenerationConfig reads them
+    (`sampler_config` is the serialized EntropyBoundSamplerConfig). Returns the settings and their sources."""
     sc = gen.get("sampler_config") or {}
-    pick = lambda k, default: default if gen.get(k) is None else gen[k]  # noqa: E731
-    return SamplerDefaults(
-        max_denoising_steps=int(pick("max_denoising_steps", d.max_denoising_steps)),
-        entropy_bound=float(sc.get("entropy_bound", d.entropy_bound)),
-        t_min=float(pick("t_min", d.t_min)),
-        t_max=float(pick("t_max", d.t_max)),
-        stability_threshold=int(pick("stability_threshold", d.stability_threshold)),
-        confidence_threshold=float(pick("confidence_threshold", d.confidence_threshold)),
-        max_new_tokens=int(pick("max_new_tokens", d.max_new_tokens)),
-    )
+    if not isinstance(sc, Mapping):
+        raise ConfigError(f"generation_config.json: sampler_config must be an object, got {sc!r}")
+    if sc.get("_cls_name", "EntropyBoundSamplerConfig") != "EntropyBoundSamplerConfig":
+        raise ConfigError(f"generation_config.json: sampler {sc['_cls_name']!r} is not supported "
+                          "(this engine runs EntropyBoundSamplerConfig)")
+    raw = {name: gen.get(name) for name in SAMPLER_FIELDS}
+    raw["entropy_bound"] = sc.get("entropy_bound")
+    given = {k: v for k, v in raw.items() if v is not None}
+    defaults = SamplerDefaults()
+    for k, v in given.items():
+        want = type(getattr(defaults, k))
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (want is int and not float(v).is_integer()):
+            raise ConfigError(f"generation_config.json: {k} must be {'an integer' if want is int else 'a number'}, "
+                              f"got {v!r}")
+        given[k] = want(v)
+    return SamplerDefaults(**given), {k: GENERATION_JSON for k in given}
 
 
-def load_config(checkpoint: str | Path) -> CheckpointConfig:
+def apply_overrides(sampler: SamplerDefaults, sources: dict[str, str],
+                    overrides: Mapping[str, Any] | None) -> tuple[SamplerDefaults, dict[str, str]]:
+    """Settings over the checkpoint's values: SamplerDefaults field names, "steps" for max_denoising_steps;
+    None = not set."""
+    given = {("max_denoising_steps" if k == "steps" else k): v for k, v in (overrides or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(SAMPLER_FIELDS))
+    if unknown:
+        raise ConfigError(f"unknown sampler settings {unknown}; known: steps, {', '.join(SAMPLER_FIELDS[1:])}")
+    return replace(sampler, **given), {**sources, **{k: SETTING for k in given}}
+
+
+def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
+    """config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with each value's source."""
     path = Path(checkpoint)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
@@ -213,9 +289,17 @@ def load_config(checkpoint: str | Path) -> CheckpointConfig:
             f"this engine serves {SUPPORTED_ARCHITECTURES}"
         )
     text = parse_text_config(raw.get("text_config") or {})
-    if "tie_word_embeddings" in raw:
-        text = TextConfig(**{**text.__dict__, "tie_word_embeddings": bool(raw["tie_word_embeddings"])
-                             and text.tie_word_embeddings})
+    # transformers reads only the top-level flag (default True); text_config.tie_word_embeddings is ignored
+    text = replace(text, tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)))
     gen_file = path / "generation_config.json"
     gen = json.loads(gen_file.read_text()) if gen_file.is_file() else {}
-    return CheckpointConfig(text=text, canvas_length=int(raw.get("canvas_length", 256)), sampler=parse_sampler(gen))
+    sampler, sources = parse_sampler(gen)
+    sampler, sources = apply_overrides(sampler, sources, overrides)
+    if gen.get("eos_token_id") is not None:
+        eos, sources["eos_token_ids"] = _id_list(gen["eos_token_id"], "generation_config.json eos_token_id"), \
+            GENERATION_JSON
+    else:
+        eos, sources["eos_token_ids"] = text.eos_token_ids, CONFIG_JSON
+    sources["canvas_length"] = CONFIG_JSON if "canvas_length" in raw else DEFAULT
+    return CheckpointConfig(text=text, canvas_length=int(raw.get("canvas_length", 256)), sampler=sampler,
+                            eos_token_ids=eos, sources=sources)

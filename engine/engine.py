@@ -7,9 +7,10 @@ import functools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -18,7 +19,10 @@ from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText, KVCache
-from engine.tokens import InfillFormat, splits_before_newline
+from engine.prompts import load_prompt_format
+from engine.quant.plan import resolve as resolve_weights
+from engine.seam import PromptFormat
+from engine.tokens import PromptFormatError, splits_before_newline
 
 
 def default_model_path() -> Path:
@@ -99,7 +103,7 @@ class SampleSettings:
 
 class Engine:
     def __init__(self, model: DiffusionGemmaText, config: CheckpointConfig, tokenizer: Tokenizer | None,
-                 infill_format: InfillFormat, device: torch.device, dtype: torch.dtype, path: Path,
+                 infill_format: PromptFormat | None, device: torch.device, dtype: torch.dtype, path: Path,
                  prefix_cache_size: int = 4, sampler_backend: str = "auto") -> None:
         if sampler_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"sampler_backend must be auto, torch or triton; got {sampler_backend!r}")
@@ -111,27 +115,35 @@ class Engine:
         self._prefix: OrderedDict[tuple[int, ...], KVCache] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
         self.encode_chunk = 64
+        self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
-                        sampler_backend: str = "auto") -> Engine:
+                        sampler_backend: str = "auto", prompt_format: str = "auto",
+                        sampler: Mapping[str, Any] | None = None, weights: str = "auto") -> Engine:
+        """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
+        generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
+        confidence_threshold, max_new_tokens; see engine.config.apply_overrides). `weights`: auto | bf16 | int8 |
+        int4 | fp8 (engine.quant.plan.resolve): auto keeps a quantized checkpoint's own format, else the widest that
+        fits the device beside the KV cache; a format that cannot fit raises engine.quant.memory.FitError naming one
+        that would, before anything is loaded."""
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory {path} does not exist")
-        config = load_config(path)
+        config = load_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        model = load_model(path, config.text, dev, dt)
+        plan = resolve_weights(weights, path, config.text, dev, dt)
+        model = load_model(path, config.text, dev, dt, plan)
         tok_file = path / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
-        fmt = InfillFormat.load(path, tokenizer)
-        t = config.text
-        fmt = InfillFormat(layout=fmt.layout, bos_id=t.bos_token_id, eos_id=t.eos_token_ids[0], pad_id=t.pad_token_id,
-                           fim_prefix_id=fmt.fim_prefix_id, fim_middle_id=fmt.fim_middle_id,
-                           fim_suffix_id=fmt.fim_suffix_id, canvas_lengths=fmt.canvas_lengths,
-                           max_context_tokens=fmt.max_context_tokens)
-        return cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
+        fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
+            path, tokenizer, config, prompt_format)
+        engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend)
+        engine.weights = plan.fmt
+        return engine
 
     # -- text ----------------------------------------------------------------------------------------------------
     def _tok(self) -> Tokenizer:
@@ -151,7 +163,9 @@ class Engine:
         return self.path.name
 
     @property
-    def prompt_format(self) -> InfillFormat:
+    def prompt_format(self) -> PromptFormat:
+        if self.infill_format is None:
+            raise PromptFormatError(f"{self.path} has no tokenizer.json: no prompt format (use the id-based API)")
         return self.infill_format
 
     @property
@@ -161,10 +175,8 @@ class Engine:
     def new_cancel_token(self) -> CancelToken:
         return CancelToken()
 
-    def settings_in_force(self) -> dict[str, object]:
-        d = self.config.sampler
-        return {"steps": d.max_denoising_steps, "entropy_bound": d.entropy_bound, "t_min": d.t_min, "t_max": d.t_max,
-                "stability_threshold": d.stability_threshold, "confidence_threshold": d.confidence_threshold}
+    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
+        return self.config.settings_in_force(**overrides)
 
     def encode(self, text: str) -> list[int]:
         return self._tok().encode(text, add_special_tokens=False).ids
@@ -176,7 +188,7 @@ class Engine:
         return self.decode(ids) if self.tokenizer is not None else ""
 
     def context_ids(self, prefix: str, suffix: str) -> list[int]:
-        return self.infill_format.context(self.encode(prefix), self.encode(suffix))
+        return self.prompt_format.context(self.encode(prefix), self.encode(suffix))
 
     # -- settings ------------------------------------------------------------------------------------------------
     def settings(self, steps: int | None = None, entropy_bound: float | None = None,
@@ -306,7 +318,7 @@ class Engine:
         if length <= 0:
             raise ValueError(f"canvas_length must be > 0, got {length}")
         st = self.settings(steps, entropy_bound, one_per_step)
-        eos, pad = self.config.text.eos_token_ids, self.config.text.pad_token_id
+        eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
         with self._lock:
             t0 = time.perf_counter()
             gen = torch.Generator(device=self.device).manual_seed(seed)

@@ -1,7 +1,9 @@
 """safetensors checkpoint -> DiffusionGemmaText on the target device: built on the meta device, then filled.
 
-Single-file and sharded (model.safetensors.index.json) checkpoints; vision-tower weights are skipped (the engine is
-text-only). Never unpickles anything.
+Single-file and sharded (model.safetensors.index.json) checkpoints, plain or compressed-tensors FP8; vision-tower
+weights are skipped (the engine is text-only). Encoder tensors are tied to the decoder's exactly where transformers
+ties them (`_tied_weights_keys` of DiffusionGemmaModel, only under a tied top-level config, never biases or layer
+scalars); every other encoder tensor is loaded into the model's separate encoder. Never unpickles anything.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import re
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from engine.config import TextConfig
 from engine.model import DiffusionGemmaText
+from engine.quant.checkpoint import tensors as source_tensors
+from engine.quant.plan import WeightPlan
 
 
 class CheckpointError(ValueError):
@@ -22,6 +25,12 @@ class CheckpointError(ValueError):
 
 
 _SKIP = re.compile(r"^model\.encoder\.(vision_tower|embed_vision)\.|^model\.(vision_tower|embed_vision)\.")
+# Encoder tensors (names after "model.encoder.language_model.") that transformers ties to the decoder's under a tied
+# top-level config: its patterns match weights, scales and expert tensors, not biases or buffers.
+_TIED_IN_REFERENCE = re.compile(
+    r"^(embed_tokens\.weight|norm\.weight|layers\.\d+\.(?:[^.]+\.)*(?:weight|scale|per_expert_scale|gate_up_proj"
+    r"|down_proj))$")
+_ENCODER = "model.encoder.language_model."
 
 # checkpoint suffix (after the decoder / encoder.language_model prefix) -> our parameter suffix
 _RENAMES = [
@@ -74,37 +83,67 @@ def checkpoint_files(path: Path) -> list[Path]:
     return files
 
 
-def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: torch.dtype) -> DiffusionGemmaText:
+def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: torch.dtype,
+               weights: WeightPlan | None = None) -> DiffusionGemmaText:
+    """`weights`: how each weight is stored (engine.quant.plan); None keeps every tensor in `dtype`."""
     path = Path(path)
     with torch.device("meta"):
         model = DiffusionGemmaText(cfg)
     expected = {k: v for k, v in model.state_dict(keep_vars=True).items()}
+    plan = weights or WeightPlan("bf16", device, dtype)
     state: dict[str, torch.Tensor] = {}
+    seen: set[str] = set()
     unexpected: list[str] = []
-    for file in checkpoint_files(path):
-        with safe_open(str(file), framework="pt", device="cpu") as f:
-            for name in f.keys():
-                key = map_name(name)
-                if key is None:
-                    continue
-                if key == "lm_head" and cfg.tie_word_embeddings:
-                    continue  # tied: the embedding is the head
-                if key not in expected:
-                    unexpected.append(name)
-                    continue
-                if key in state and name.startswith("model.encoder."):
-                    continue  # tied copy under the encoder name; the decoder's is authoritative
-                t = f.get_tensor(name)
-                if tuple(t.shape) != tuple(expected[key].shape):
-                    raise CheckpointError(f"{name}: shape {tuple(t.shape)} != expected {tuple(expected[key].shape)}")
-                # layer scalars and norm weights stay exact; everything is cast to the serving dtype
-                state[key] = t.to(device=device, dtype=dtype)
-    missing = sorted(set(expected) - set(state))
+    # One tensor at a time: quantized formats convert each target as it is read (engine.quant.plan).
+    for name, shape, read in source_tensors(path, checkpoint_files(path)):
+        key = map_name(name)
+        if key is None:
+            continue
+        if key == "lm_head" and cfg.tie_word_embeddings:
+            continue  # tied: the embedding is the head
+        if name.startswith(_ENCODER) and not key.endswith("_layer_scalar"):
+            rest = name.removeprefix(_ENCODER)
+            if rest == "norm.weight" or (cfg.tie_word_embeddings and _TIED_IN_REFERENCE.match(rest)):
+                continue  # the final norm never reaches the KV cache; tied tensors are the decoder's
+            key = f"enc_{key}"  # enc_layers.* / enc_embed_tokens
+        if key not in expected:
+            unexpected.append(name)
+            continue
+        if tuple(shape) != tuple(expected[key].shape):
+            raise CheckpointError(f"{name}: shape {tuple(shape)} != expected {tuple(expected[key].shape)}")
+        seen.add(key)
+        # layer scalars and norm weights stay exact; everything else is cast to the serving dtype or quantized
+        state.update(plan.convert(key, read()))
+    if model.enc_layers is not None:
+        if plan.parts:
+            raise CheckpointError(f"{path}: quantized weights ({plan.fmt}) are not supported yet for a checkpoint "
+                                  "whose encoder differs from its decoder (untied, or attention biases); "
+                                  "use weights=bf16")
+        _share_encoder(state, expected, cfg.tie_word_embeddings)
+    missing = sorted(set(expected) - seen - set(state))
     if missing or unexpected:
         raise CheckpointError(
             f"checkpoint {path} does not match the config: missing {missing[:20]}"
             f"{' ...' if len(missing) > 20 else ''}; unexpected {unexpected[:20]}"
             f"{' ...' if len(unexpected) > 20 else ''}"
         )
+    plan.finish(model)
     model.load_state_dict(state, assign=True, strict=True)
     return model.eval().requires_grad_(False)
+
+
+def _share_encoder(state: dict[str, torch.Tensor], expected: dict, tied: bool) -> None:
+    """Fill the separate encoder's tensors that are the decoder's (tied in the reference, or equal to it) with the
+    decoder's tensor objects, so they share memory. Encoder tensors the checkpoint must provide stay missing."""
+    for key in expected:
+        if not key.startswith("enc_"):
+            continue
+        dec = key.removeprefix("enc_")
+        if dec not in state:
+            continue
+        if key not in state:
+            # layer scalars: the encoder's is layers.i.enc_layer_scalar, the decoder's is unused by the encoder
+            if dec.endswith("_layer_scalar") or (tied and not dec.endswith(".bias")):
+                state[key] = state[dec]
+        elif state[key].shape == state[dec].shape and torch.equal(state[key], state[dec]):
+            state[key] = state[dec]

@@ -1,5 +1,6 @@
 """The DiffusionGemma text transformer: a causal encoder that writes the KV cache, a bidirectional decoder that
-reads it. Both share every weight; only the per-layer `layer_scalar` buffers and self-conditioning differ."""
+reads it. Both share every weight (unless the checkpoint gives the encoder its own: `enc_layers`); the per-layer
+`layer_scalar` buffers and self-conditioning differ."""
 
 from __future__ import annotations
 
@@ -96,14 +97,15 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, inter: int) -> None:
+    def __init__(self, hidden: int, inter: int, approximate: str = "tanh") -> None:
         super().__init__()
+        self.approximate = approximate  # F.gelu's: "tanh" (gelu_pytorch_tanh) or "none" (exact, "gelu")
         self.gate_proj = nn.Linear(hidden, inter, bias=False)
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate=self.approximate) * self.up_proj(x))
 
 
 def _grouped_mm_ok(x: torch.Tensor, wt: torch.Tensor) -> bool:
@@ -117,7 +119,11 @@ def _grouped_mm_ok(x: torch.Tensor, wt: torch.Tensor) -> bool:
 
 
 def grouped_linear(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """x (S, in) sorted by expert, w (E, out, in), offsets (E,) cumulative row ends -> (S, out)."""
+    """x (S, in) sorted by expert, w (E, out, in), offsets (E,) cumulative row ends -> (S, out).
+
+    `w` may be a quantized expert weight (engine.quant.modules.QuantWeight): it runs its own grouped matmul."""
+    if isinstance(w, nn.Module):
+        return w.grouped_linear(x, offsets)
     wt = w.transpose(-2, -1)
     x = x.to(w.dtype)
     if _grouped_mm_ok(x, wt):
@@ -139,6 +145,7 @@ class MoE(nn.Module):
         super().__init__()
         e, h, i = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
         self.top_k, self.eps, self.num_experts = cfg.top_k_experts, cfg.rms_norm_eps, e
+        self.approximate = cfg.gelu_approximate
         self.router_proj = nn.Linear(h, e, bias=False)
         self.router_scale = nn.Parameter(torch.ones(h))
         self.per_expert_scale = nn.Parameter(torch.ones(e))
@@ -160,7 +167,7 @@ class MoE(nn.Module):
         counts = torch.bincount(ids, minlength=self.num_experts)
         offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
         gate, up = grouped_linear(x[perm // self.top_k], self.gate_up_proj, offsets).chunk(2, dim=-1)
-        y = grouped_linear(F.gelu(gate, approximate="tanh") * up, self.down_proj, offsets)  # (S, H)
+        y = grouped_linear(F.gelu(gate, approximate=self.approximate) * up, self.down_proj, offsets)  # (S, H)
         y = y * w.reshape(-1)[perm].unsqueeze(-1)
         inv = torch.empty_like(perm)
         inv[perm] = torch.arange(perm.numel(), device=perm.device)
@@ -173,7 +180,7 @@ class Layer(nn.Module):
         h = cfg.hidden_size
         self.eps = cfg.rms_norm_eps
         self.self_attn = Attention(cfg, spec)
-        self.mlp = MLP(h, cfg.intermediate_size)
+        self.mlp = MLP(h, cfg.intermediate_size, cfg.gelu_approximate)
         self.moe = MoE(cfg)
         names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                  "post_feedforward_layernorm", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
@@ -205,7 +212,7 @@ class SelfConditioning(nn.Module):
         super().__init__()
         self.eps = cfg.rms_norm_eps
         self.pre_norm = nn.Parameter(torch.ones(cfg.hidden_size))
-        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, cfg.gelu_approximate)
 
     def forward(self, embeds: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
         return rms_norm(embeds + self.mlp(rms_norm(soft, self.pre_norm, self.eps)), None, self.eps)
@@ -220,12 +227,16 @@ class DiffusionGemmaText(nn.Module):
         self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
         self.self_conditioning = SelfConditioning(cfg)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.hidden_size))
+        # An encoder with tensors of its own (untied config, or attention biases, which transformers never ties).
+        # The loader shares every tensor that equals the decoder's, so only the differing ones take memory.
+        self.enc_layers = nn.ModuleList(Layer(cfg, spec) for spec in cfg.layers) if cfg.separate_encoder else None
+        self.enc_embed_tokens = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty_like(self.embed_tokens))
         self.embed_scale = math.sqrt(cfg.hidden_size)
         self._freqs = {t: {} for t in ("sliding_attention", "full_attention")}
 
     # -- helpers -------------------------------------------------------------------------------------------------
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        w = self.embed_tokens
+    def embed(self, ids: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.embed_tokens if table is None else table
         return F.embedding(ids, w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
     def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> dict[tuple[bool, int], tuple]:
@@ -247,11 +258,11 @@ class DiffusionGemmaText(nn.Module):
         Returns the extended cache; the input cache is not modified."""
         p, t = cache.length, ids.shape[1]
         positions = torch.arange(p, p + t, device=ids.device)
-        x = self.embed(ids)
+        x = self.embed(ids, self.enc_embed_tokens)
         rope = self._cos_sin(positions, x.dtype)
         q_pos = positions[:, None]
         new = KVCache()
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.enc_layers if self.enc_layers is not None else self.layers):
             spec = self.cfg.layers[i]
             cos, sin = rope[(spec.sliding, spec.head_dim)]
             h = rms_norm(x, layer.input_layernorm, layer.eps)

@@ -32,6 +32,7 @@ class HoleInfo:
     filename: str  # the document's file name, without its directory
     lines: int = 1  # how many lines the fill is expected to span (a size hint)
     instruction: str | None = None  # what the user asked for in a rewrite (chat formats only)
+    replaced: str | None = None  # the code a rewrite replaces (chat formats show it beside the instruction)
 
 
 @runtime_checkable
@@ -64,7 +65,11 @@ class FillResult(Protocol):
 
 @runtime_checkable
 class PromptFormat(Protocol):
-    """How a checkpoint wants a hole laid out, and how its answer maps back to code."""
+    """How a checkpoint wants a hole laid out, and how its answer maps back to code.
+
+    Optional beside these members (read with `getattr(fmt, "canvas_headroom", 0)`): `canvas_headroom: int`, the
+    tokens an answer spends beside the code (a chat answer's fences and end of turn); a server adds it to the
+    hole's target length before it picks the smallest of `canvas_lengths` that holds it."""
 
     @property
     def name(self) -> str: ...  # "fim" | "chat"
@@ -83,8 +88,9 @@ class PromptFormat(Protocol):
         """The encoder context for a hole between `prefix_ids` and `suffix_ids`."""
         ...
 
-    def answer(self, text: str) -> str:
-        """The code for the hole from a canvas's text (chat formats strip fences and echoes here)."""
+    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
+        """The code for the hole from a canvas's text (chat formats strip fences and echoes here; `prefix` and
+        `suffix` are the code texts around the hole, so an answer that restates them can be cut back)."""
         ...
 
 
@@ -121,6 +127,8 @@ class InfillBackend(Protocol):
         """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`."""
         ...
 
-    def settings_in_force(self) -> dict[str, Any]:
-        """The sampler settings and their sources, for `dg/status` and `dg-lsp --check`."""
+    def settings_in_force(self, **overrides: Any) -> dict[str, Any]:
+        """{name: {"value": v, "source": s}} for the sampler settings, eos ids and canvas length in force, for
+        `dg/status` and `dg-lsp --check`; `overrides` (e.g. steps=..., entropy_bound=...; None = unset) are the
+        server's settings, reported with source "setting"."""
         ...

@@ -36,12 +36,21 @@ TINY_VARIANTS: dict[str, dict] = {
     ),
 }
 
+# Configs that transformers loads differently from the common case (issue 13's engine fixes): name ->
+# (text-config changes over "mixed", top-level config changes).
+ENGINE_FIX_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "exact_gelu": ({"hidden_activation": "gelu"}, {}),
+    "attention_bias": ({"attention_bias": True}, {}),  # biases are never tied: the encoder has its own
+    "untied": ({}, {"tie_word_embeddings": False}),  # own LM head and a whole encoder of its own
+    "text_untied_flag": ({"tie_word_embeddings": False}, {}),  # ignored by transformers: still tied
+}
+
 TINY_VISION = dict(
     model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
     num_key_value_heads=2, head_dim=8, patch_size=4, position_embedding_size=16, pooling_kernel_size=2,
 )
 
-_SAMPLE_CODE = [
+SAMPLE_CODE = [
     "def add(a, b):\n    return a + b\n",
     "for i in range(10):\n    print(i)\n",
     "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
@@ -54,7 +63,31 @@ _SAMPLE_CODE = [
 
 
 def tiny_tokenizer(vocab_size: int = 384):
-    return train_bpe(_SAMPLE_CODE * 4, vocab_size=vocab_size)
+    return train_bpe(SAMPLE_CODE * 4, vocab_size=vocab_size)
+
+
+def random_model(config, seed: int):
+    """transformers' DiffusionGemmaForBlockDiffusion with seeded random text weights. Norm weights, router scales,
+    biases and layer scalars are randomised too (their defaults are ones or zeros, which would hide a bug that drops
+    them or confuses the encoder's with the decoder's)."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = DiffusionGemmaForBlockDiffusion(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "vision" in name:
+                continue
+            if p.dim() == 1:  # norm weights, router scales, biases
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
+    return model
 
 
 def build_tiny_checkpoint(
@@ -67,39 +100,28 @@ def build_tiny_checkpoint(
     with_tokenizer: bool = True,
     canvas_lengths: tuple[int, ...] = (16, 32, 64),
     generation: dict | None = None,
+    top: dict | None = None,
 ) -> Path:
     """Build a random-weight checkpoint that both transformers and our engine load. `variant` names a shape in
-    TINY_VARIANTS or is a text-config dict.
-
-    Norm weights, router scales and layer scalars are randomised too (their defaults are ones, which would hide a
-    bug that drops them).
+    TINY_VARIANTS or ENGINE_FIX_VARIANTS, or is a text-config dict; `top` sets top-level config keys.
+    Weights: `random_model`.
     """
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    from transformers import DiffusionGemmaConfig
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tok = tiny_tokenizer() if with_tokenizer else None
     if vocab_size is None:
         vocab_size = tok.get_vocab_size() if tok is not None else 512
+    top = dict(top or {})
+    if isinstance(variant, str) and variant in ENGINE_FIX_VARIANTS:
+        text_changes, top_changes = ENGINE_FIX_VARIANTS[variant]
+        variant, top = dict(TINY_VARIANTS["mixed"], **text_changes), {**top_changes, **top}
     shape = TINY_VARIANTS[variant] if isinstance(variant, str) else variant
     text = dict(shape, vocab_size=vocab_size, max_position_embeddings=16384)
-    config = DiffusionGemmaConfig(text_config=text, vision_config=dict(TINY_VISION), canvas_length=canvas_length)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = DiffusionGemmaForBlockDiffusion(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "vision" in name:
-                continue
-            if p.dim() == 1:  # norm weights, router scales
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
-        for name, b in model.named_buffers():
-            if name.endswith("layer_scalar"):
-                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
-    model.save_pretrained(path)
+    config = DiffusionGemmaConfig(text_config=text, vision_config=dict(TINY_VISION), canvas_length=canvas_length,
+                                  **top)
+    random_model(config, seed).save_pretrained(path)
     if generation is not None:
         gc_path = path / "generation_config.json"
         body = json.loads(gc_path.read_text()) if gc_path.exists() else {}

@@ -16,6 +16,23 @@ if TYPE_CHECKING:
 # Ids 0..2 are fixed by the DiffusionGemma architecture (pad, eos, bos); the FIM sentinels follow.
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>"]
 INFILL_FILE = "infill.json"
+# How tokenizers spell the FIM sentinels: ours, CodeGemma/StarCoder's, and a hyphenated variant.
+FIM_SPELLINGS = {part: (f"<fim_{part}>", f"<|fim_{part}|>", f"<fim-{part}>") for part in ("prefix", "middle", "suffix")}
+
+
+class PromptFormatError(ValueError):
+    """A checkpoint cannot be prompted the way asked (missing tokens or files); the message says what is missing."""
+
+
+def fim_token_ids(tokenizer: Tokenizer) -> dict[str, int] | None:
+    """{"fim_prefix_id", "fim_middle_id", "fim_suffix_id"} read from the tokenizer, or None unless all three exist."""
+    ids = {}
+    for part, spellings in FIM_SPELLINGS.items():
+        tid = next((t for t in map(tokenizer.token_to_id, spellings) if t is not None), None)
+        if tid is None:
+            return None
+        ids[f"fim_{part}_id"] = tid
+    return ids
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
@@ -57,6 +74,7 @@ class InfillFormat:
     """
 
     name: ClassVar[str] = "fim"  # the prompt format's name at the engine seam (engine.seam.PromptFormat)
+    canvas_headroom: ClassVar[int] = 0  # a FIM canvas holds only code (see engine.prompts.chat.ChatFormat)
     layout: str = "suffix_first"
     bos_id: int = 2
     eos_id: int = 1
@@ -86,23 +104,26 @@ class InfillFormat:
             return [self.bos_id, self.fim_suffix_id, *suffix_ids, self.fim_prefix_id, *prefix_ids, self.fim_middle_id]
         return [self.bos_id, self.fim_prefix_id, *prefix_ids, self.fim_suffix_id, *suffix_ids, self.fim_middle_id]
 
-    def answer(self, text: str) -> str:
+    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
         """A FIM canvas is the code for the hole as it is."""
         return text
 
     @classmethod
-    def load(cls, checkpoint: Path, tokenizer: Tokenizer | None) -> InfillFormat:
+    def load(cls, checkpoint: Path, tokenizer: Tokenizer | None, **special: int) -> InfillFormat:
+        """infill.json's layout and lengths. With a tokenizer, the FIM ids are read from it and a tokenizer without
+        all three is an error; without one (training code) the ids are this project's SPECIAL_TOKENS layout.
+        `special` sets bos_id / eos_id / pad_id (from the checkpoint's config)."""
         path = Path(checkpoint) / INFILL_FILE
         raw = json.loads(path.read_text()) if path.exists() else {}
-        ids = {}
+        ids: dict[str, int] = dict(special)
         if tokenizer is not None:
-            # ours, then the CodeGemma/StarCoder spellings; ids are always read from the tokenizer
-            for name, part in (("fim_prefix_id", "prefix"), ("fim_middle_id", "middle"), ("fim_suffix_id", "suffix")):
-                for tok in (f"<fim_{part}>", f"<|fim_{part}|>", f"<fim-{part}>"):
-                    tid = tokenizer.token_to_id(tok)
-                    if tid is not None:
-                        ids[name] = tid
-                        break
+            fim = fim_token_ids(tokenizer)
+            if fim is None:
+                wanted = " / ".join(s[0] for s in FIM_SPELLINGS.values())
+                raise PromptFormatError(
+                    f"the fim prompt format needs FIM tokens ({wanted}, or the <|fim_...|> spellings) in "
+                    f"{Path(checkpoint) / 'tokenizer.json'}, which does not have all three")
+            ids.update(fim)
         return cls(
             layout=raw.get("layout", "suffix_first"),
             canvas_lengths=tuple(raw.get("canvas_lengths", (16, 32, 64))),

@@ -135,3 +135,41 @@ def vocab_pass_eager(
     # E = 0 would make a zero-probability column win; keep the race strictly positive.
     sample = (z - race.clamp_min(torch.finfo(torch.float32).tiny).log()).argmax(-1)
     return entropy, z.argmax(-1), sample
+
+
+# -- quantized grouped MoE GEMM (oracle for moe_quant.py) ------------------------------------------------------------
+def moe_quant_reference(
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    fmt: str,
+    offsets: torch.Tensor,
+    group_size: int = 128,
+) -> torch.Tensor:
+    """x (S, K) rows sorted by expert, a quantized weight (E, N, K), offsets (E,) cumulative row ends -> (S, N) fp32.
+
+    Written from the storage layout alone (engine.quant.formats' docstring), one expert at a time in fp32:
+    int8 q * scale (E, N, 1); fp8 e4m3 q * scale (E, N, 1); int4 packed two per byte, low nibble = even column,
+    (q - zero) * scale per group of `group_size` columns, zero = 8 when none is stored.
+    """
+    k = x.shape[1]
+    out = torch.zeros(x.shape[0], qweight.shape[1], dtype=torch.float32)
+    start = 0
+    for e, end in enumerate(offsets.tolist()):
+        if end == start:
+            continue
+        if fmt == "int4":
+            b = qweight[e].to(torch.int32)  # (N, ceil(K/2))
+            q = torch.stack([b & 15, b >> 4], dim=-1).flatten(1)[:, :k].float()  # (N, K)
+            cols = torch.arange(k) // group_size
+            s = scale[e].float()[:, cols]
+            z = zero[e].float()[:, cols] if zero is not None else torch.full_like(s, 8.0)
+            w = (q - z) * s
+        elif fmt in ("int8", "fp8"):
+            w = qweight[e].float() * scale[e].float()
+        else:
+            raise ValueError(f"unknown format {fmt!r}")
+        out[start:end] = x[start:end].float() @ w.t()
+        start = end
+    return out

@@ -61,13 +61,14 @@ def copy_line_fill(prefix: str) -> str:
 class Filler:
     """Fill a canvas from context ids: our engine when it exists, else transformers' `generate`."""
 
-    def __init__(self, model_dir: Path, steps: int | None, entropy_bound: float | None) -> None:
+    def __init__(self, model_dir: Path, steps: int | None, entropy_bound: float | None, weights: str = "bf16") -> None:
         self.steps, self.entropy_bound = steps, entropy_bound
         self.backend = "engine" if (Path(__file__).resolve().parents[1] / "engine.py").exists() else "transformers"
         if self.backend == "engine":
             from engine.engine import Engine
 
-            self.engine = Engine.from_pretrained(model_dir, device="cpu", dtype="float32")
+            # weights: bf16 = unquantized (fp32 here), or int8 / int4 / fp8 (engine.quant)
+            self.engine = Engine.from_pretrained(model_dir, device="cpu", dtype="float32", weights=weights)
             self.tok = self.engine.tokenizer
         else:
             import torch

@@ -1,18 +1,17 @@
-"""The stdin reader: the event loop reads a pipe itself (a regular file falls back to pygls' thread-pool reader),
-frames messages and notes when each arrived; the writer notes when each answer was handed to the OS."""
+"""The stdin reader: the event loop reads a pipe itself (a regular file falls back to a thread-pool reader), the
+message loop frames messages and notes when each arrived; the writer notes when each answer was handed to the OS."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import tempfile
-import threading
 import time
 
-from pygls.io_ import StdinAsyncReader, run_async
-
-from dg_lsp.stdio import Arrivals, PipeReader, TimedWriter, pipe_reader
+from dg_lsp.stdio import Arrivals, PipeReader, ThreadReader, TimedWriter, pipe_reader
+from dg_lsp.transport import serve_messages
 
 
 def test_pipe_is_read_by_the_loop_and_eof_gives_what_there_is():
@@ -22,14 +21,16 @@ def test_pipe_is_read_by_the_loop_and_eof_gives_what_there_is():
         os.close(w)
         with os.fdopen(r, "rb", buffering=0) as f:
             reader = await pipe_reader(f)
-            out = (type(reader), await reader.readline(), await reader.readline(), await reader.readexactly(2),
-                   await reader.readexactly(10), await reader.readexactly(3), await reader.readline())
+            data = b""
+            while chunk := await reader.read():
+                data += chunk
+            out = (type(reader), data, await reader.read(), reader.arrivals.total)
         return out
 
-    kind, header, blank, body, rest, empty, eof = asyncio.run(main())
+    kind, data, eof, counted = asyncio.run(main())
     assert kind is PipeReader
-    assert (header, blank, body) == (b"Content-Length: 2\r\n", b"\r\n", b"{}")
-    assert rest == b"tail" and empty == b"" and eof == b""  # pygls' loop stops on an empty read
+    assert data == b"Content-Length: 2\r\n\r\n{}tail" and eof == b""  # the message loop stops on an empty read
+    assert counted == len(data)
 
 
 def test_a_regular_file_falls_back_to_the_thread_pool_reader():
@@ -38,24 +39,27 @@ def test_a_regular_file_falls_back_to_the_thread_pool_reader():
             f.write(b"Content-Length: 2\r\n\r\n{}")
             f.seek(0)
             reader = await pipe_reader(f)
-            return type(reader), await reader.readline()
+            return type(reader), await reader.read(), await reader.read()
 
-    kind, line = asyncio.run(main())
-    assert kind is StdinAsyncReader and line == b"Content-Length: 2\r\n"
+    kind, data, eof = asyncio.run(main())
+    assert kind is ThreadReader and data == b"Content-Length: 2\r\n\r\n{}" and eof == b""
 
 
 class Recorder:
-    """The protocol side of pygls' message loop: records each message with the arrival time the reader gave it."""
+    """The protocol side of the message loop: records each message with the arrival time the reader gave it."""
+
+    _shutdown = False
 
     def __init__(self) -> None:
         self.arrived_at = None
         self.seen: list[tuple[object, float]] = []
+        self.errors: list[tuple[object, int, str]] = []
 
-    def structure_message(self, data):
-        return data
-
-    def handle_message(self, message) -> None:
+    def receive(self, message) -> None:
         self.seen.append((message, self.arrived_at))
+
+    def send_error(self, msg_id, code: int, text: str) -> None:
+        self.errors.append((msg_id, code, text))
 
 
 def test_messages_are_framed_and_timed_before_they_are_parsed():
@@ -63,24 +67,26 @@ def test_messages_are_framed_and_timed_before_they_are_parsed():
         r, w = os.pipe()
         proto = Recorder()
         with os.fdopen(r, "rb", buffering=0) as f:
-            reader = await pipe_reader(f, proto)
-            task = asyncio.ensure_future(run_async(threading.Event(), reader, proto))
-            os.write(w, frame(b'{"a": 1}') + b"X-Unknown-Header: 1\r\n" + frame(b'{"b": 2}'))
+            reader = await pipe_reader(f)
+            task = asyncio.ensure_future(serve_messages(reader.read, proto, reader.arrivals))
+            os.write(w, frame(msg(a=1)) + b"X-Unknown-Header: 1\r\n" + frame(msg(b=2)))
             while len(proto.seen) < 2:
                 await asyncio.sleep(0.001)
             first_chunk = time.perf_counter()
             await asyncio.sleep(0.02)
-            os.write(w, b"Content-Type: x\r\n\r\n")  # a header block with no Content-Length: skipped
-            os.write(w, frame(b'{"c": 3}')[:10])  # a message in two chunks: it arrives with its last byte
+            os.write(w, b"Content-Type: x\r\n\r\n")  # a header block with no Content-Length: skipped, answered
+            os.write(w, frame(msg(c=3))[:10])  # a message in two chunks: it arrives with its last byte
             await asyncio.sleep(0.02)
             last_part = time.perf_counter()
-            os.write(w, frame(b'{"c": 3}')[10:])
+            os.write(w, frame(msg(c=3))[10:])
             os.close(w)
-            await asyncio.wait_for(task, 5)  # EOF ends the loop
-        return proto.seen, first_chunk, last_part
+            code = await asyncio.wait_for(task, 5)  # EOF ends the loop
+        return proto.seen, proto.errors, first_chunk, last_part, code
 
-    seen, first_chunk, last_part = asyncio.run(main())
-    assert [m for m, _ in seen] == [{"a": 1}, {"b": 2}, {"c": 3}]
+    seen, errors, first_chunk, last_part, code = asyncio.run(main())
+    assert [m["params"] for m, _ in seen] == [{"a": 1}, {"b": 2}, {"c": 3}]
+    assert errors == [(None, -32700, "a header block without Content-Length")]
+    assert code == 1  # the stream ended without shutdown
     (_, t_a), (_, t_b), (_, t_c) = seen
     assert t_a == t_b < first_chunk  # one chunk, one arrival
     assert t_c > last_part  # not when its first bytes came
@@ -106,3 +112,7 @@ def test_timed_writer_notes_the_hand_over_within_the_write():
 
 def frame(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def msg(**params) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": "m", "params": params}).encode()

@@ -66,6 +66,7 @@ def test_a_broken_checkpoint_is_an_error_at_load_and_the_server_stays_up(start_s
     assert inline["result"] is None
     command = srv.call("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
         {"textDocument": {"uri": "file:///a.py"}, "position": pos(1, 11)}]})
+    assert "result" in command, command
     assert command["result"]["applied"] is False and "not ready" in command["result"]["reason"]
     assert srv.call("shutdown", None)["result"] is None  # answered: the server is not stuck
 

@@ -23,7 +23,12 @@ command("DgFill", function(opts)
 end, { desc = "dg: fill the hole at the cursor" })
 command("DgRewrite", function(opts)
   run("rewrite", opts)
-end, { range = true, bang = true, desc = "dg: rewrite the selected lines (! lets the server widen)" })
+end, {
+  range = true,
+  bang = true,
+  nargs = "*",
+  desc = "dg: rewrite the selected lines, following the optional instruction (! lets the server widen)",
+})
 command("DgToggle", function()
   run("toggle")
 end, { desc = "dg: turn inline completion on/off" })

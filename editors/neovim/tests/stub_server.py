@@ -3,7 +3,8 @@
 The plugin tests use it where the real server's fills are random (tiny checkpoints): exact ghost text, drafts
 on a known schedule, and a log of what the client asked and cancelled. Run: python stub_server.py (stdio).
 initializationOptions: the dg settings plus `stubText` (the fill), `stubDelay` (seconds per draft step),
-`stubSteps`, `stubCount` (that many items: the text, then the text + " #2", ...) and `stubLog` (a file that
+`stubSteps`, `stubCount` (that many items: the text, then the text + " #2", ...), `stubPromptFormat` ("fim":
+refuse a rewrite's non-empty instruction as dg-lsp does on a fim-format checkpoint) and `stubLog` (a file that
 gets one JSON line per event).
 """
 
@@ -89,7 +90,12 @@ async def rewrite(arg: dict) -> dict:
     doc = server.workspace.get_text_document(uri)
     version = doc.version
     lines = doc.lines[r["start"]["line"]: r["end"]["line"] + 1]
-    log("rewrite", range=r, widen=arg.get("widen", False))
+    log("rewrite", range=r, widen=arg.get("widen", False), argument=arg)
+    instruction = arg.get("instruction")
+    if options.get("stubPromptFormat") == "fim" and isinstance(instruction, str) and instruction.strip():
+        reason = "this model's prompt format (fim) cannot take an instruction; use a chat-format checkpoint"
+        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=reason))
+        return {"applied": False, "reason": reason, "latencyMs": 0.1}
     await asyncio.sleep(0.05)
     new_text = "\n".join(f"rewritten_{i}()" for i in range(len(lines)))
     rng = types.Range(types.Position(**r["start"]), types.Position(**r["end"]))

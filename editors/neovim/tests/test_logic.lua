@@ -129,6 +129,97 @@ test("rewrite range: charwise selection", function()
   eq({ start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 5 } }, r)
 end)
 
+test("rewrite instruction: trimmed, and left out when blank", function()
+  eq("make it async", commands.instruction("  make it async\t"))
+  eq(nil, commands.instruction(""))
+  eq(nil, commands.instruction("   "))
+  eq(nil, commands.instruction(nil))
+  local r = { start = { line = 0, character = 0 }, ["end"] = { line = 0, character = 3 } }
+  local arg = commands.rewrite_argument("file:///a.py", r, false, " add types ")
+  eq({ textDocument = { uri = "file:///a.py" }, range = r, widen = false, instruction = "add types" }, arg)
+  arg = commands.rewrite_argument("file:///a.py", r, true, "")
+  eq({ textDocument = { uri = "file:///a.py" }, range = r, widen = true }, arg)
+  -- No key at all on the wire, not a null.
+  eq(nil, vim.json.encode(arg):find("instruction", 1, true))
+end)
+
+--- Runs fn with a fake dg client attached: each workspace/executeCommand is recorded and answered with
+--- `result`; vim.notify calls are recorded too. Returns the requests and the notes.
+local function with_fake_client(result, fn)
+  local requests, notes = {}, {}
+  local client = {
+    offset_encoding = "utf-16",
+    request = function(_, method, params, handler)
+      table.insert(requests, { method = method, params = params })
+      handler(nil, result)
+    end,
+  }
+  local real_get, real_notify = vim.lsp.get_clients, vim.notify
+  vim.lsp.get_clients = function()
+    return { client }
+  end
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg, level })
+  end
+  local ok, err = pcall(fn)
+  vim.lsp.get_clients, vim.notify = real_get, real_notify
+  assert(ok, err)
+  return requests, notes
+end
+
+test(":DgRewrite takes free text as the instruction; ! still widens", function()
+  local dg = require("dg")
+  vim.g.loaded_dg = nil
+  vim.cmd.runtime("plugin/dg.lua")
+  eq("*", vim.api.nvim_get_commands({}).DgRewrite.nargs)
+  dg.config = config.resolve({})
+  local bufnr = scratch({ "def f(url):", "    return get(url)", "" })
+  vim.cmd("normal! \27")
+  local requests = with_fake_client({ applied = true, latencyMs = 3 }, function()
+    vim.cmd("2DgRewrite make it   async | quickly")
+    vim.cmd("2DgRewrite!")
+  end)
+  dg.config = nil
+  local uri = vim.uri_from_bufnr(bufnr)
+  local line2 = { start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 19 } }
+  eq("workspace/executeCommand", requests[1].method)
+  eq({
+    command = "dg.rewriteSelection",
+    arguments = {
+      { textDocument = { uri = uri }, range = line2, widen = false, instruction = "make it   async | quickly" },
+    },
+  }, requests[1].params)
+  eq({ textDocument = { uri = uri }, range = line2, widen = true }, requests[2].params.arguments[1])
+end)
+
+test("require('dg').rewrite{instruction=...}: the cursor's line by default", function()
+  local bufnr = scratch({ "a = 1", "b = [x for x in y]" })
+  vim.cmd("normal! \27")
+  vim.api.nvim_win_set_cursor(0, { 2, 3 })
+  local requests = with_fake_client({ applied = true }, function()
+    require("dg").rewrite({ instruction = "use a loop" })
+    require("dg").rewrite({ line1 = 1, line2 = 2, widen = true })
+  end)
+  local arg = requests[1].params.arguments[1]
+  eq({ start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 18 } }, arg.range)
+  eq("use a loop", arg.instruction)
+  eq(false, arg.widen)
+  arg = requests[2].params.arguments[1]
+  eq({ textDocument = { uri = vim.uri_from_bufnr(bufnr) }, widen = true, range = {
+    start = { line = 0, character = 0 },
+    ["end"] = { line = 1, character = 18 },
+  } }, arg)
+end)
+
+test("a refused instruction is shown with the server's reason", function()
+  scratch({ "x = 1" })
+  local reason = "this model's prompt format (fim) cannot take an instruction; use a chat-format checkpoint"
+  local _, notes = with_fake_client({ applied = false, reason = reason, latencyMs = 1 }, function()
+    require("dg").rewrite({ instruction = "make it async" })
+  end)
+  eq({ { "dg: dg.rewriteSelection not applied: " .. reason, vim.log.levels.WARN } }, notes)
+end)
+
 local inline = require("dg.inline")
 
 local function with_item(item, fn)

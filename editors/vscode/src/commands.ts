@@ -1,6 +1,7 @@
 /**
- * The palette commands "Dg: Rewrite Selection" and "Dg: Fill Hole": check the editor state, send the
- * server's command, report the outcome. Dependencies come in as an interface, so this has no vscode import.
+ * The palette commands "Dg: Rewrite Selection", "Dg: Rewrite Selection…" (with an instruction) and "Dg: Fill
+ * Hole": check the editor state, send the server's command, report the outcome. Dependencies come in as an
+ * interface, so this has no vscode import.
  */
 import {
   SERVER_COMMANDS,
@@ -10,6 +11,7 @@ import {
   LspRange,
   fillHoleParams,
   isEmptyRange,
+  normalizeInstruction,
   parseCommandResult,
   resultMessage,
   rewriteSelectionParams,
@@ -36,23 +38,79 @@ export interface CommandDeps {
   error(message: string): void;
   /** True for the error the client raises when the user cancelled the request. */
   isCancellation(err: unknown): boolean;
+  /** Asks for the rewrite's instruction: the text typed ("" for none), or undefined when the user cancelled. */
+  askInstruction(): Promise<string | undefined>;
+  /** The active editor now (the input box stays open while the user looks around, so it may have changed). */
+  activeEditor(): EditorSnapshot | undefined;
 }
+
+/** The input box of "Dg: Rewrite Selection…"; extension.ts hands these to window.showInputBox. */
+export const INSTRUCTION_INPUT = {
+  title: "Dg: Rewrite Selection…",
+  prompt: "How should the selection be rewritten? Leave empty for a plain re-fill; Escape cancels.",
+  placeHolder: "e.g. make it async",
+} as const;
 
 export async function rewriteSelection(
   deps: CommandDeps,
   editor: EditorSnapshot | undefined,
   widen = false,
 ): Promise<CommandResult | undefined> {
+  if (!hasSelection(deps, editor)) return undefined;
+  const params = rewriteSelectionParams(editor.uri, editor.selection, widen);
+  return run(deps, "rewrite", "Dg: rewriting selection…", params);
+}
+
+/**
+ * "Dg: Rewrite Selection…": asks for an instruction first. Escape sends nothing; an empty instruction is a
+ * plain re-fill. The selection is the one the command started with; if it moved while the box was open (an
+ * edit shifts it too), nothing is sent, since the range would no longer name the code the user chose.
+ */
+export async function rewriteSelectionWithInstruction(
+  deps: CommandDeps,
+  editor: EditorSnapshot | undefined,
+  widen = false,
+): Promise<CommandResult | undefined> {
+  if (!hasSelection(deps, editor)) return undefined;
+  // Checked before asking too: typing an instruction for a server that is down would be wasted.
+  if (!deps.isRunning()) return notRunning(deps);
+  const typed = await deps.askInstruction();
+  if (typed === undefined) return undefined;
+  if (!sameSelection(editor, deps.activeEditor())) {
+    deps.info("Dg: the selection changed while the instruction was typed; nothing was sent.");
+    return undefined;
+  }
+  const instruction = normalizeInstruction(typed);
+  const params = rewriteSelectionParams(editor.uri, editor.selection, widen, instruction);
+  const title = instruction ? `Dg: rewriting selection (${quoteShort(instruction)})…` : "Dg: rewriting selection…";
+  return run(deps, "rewrite", title, params);
+}
+
+function hasSelection(deps: CommandDeps, editor: EditorSnapshot | undefined): editor is EditorSnapshot {
   if (!editor) {
     deps.info("Dg: open a file and select the code to rewrite.");
-    return undefined;
+    return false;
   }
   if (isEmptyRange(editor.selection)) {
     deps.info("Dg: select the code to rewrite first.");
-    return undefined;
+    return false;
   }
-  const params = rewriteSelectionParams(editor.uri, editor.selection, widen);
-  return run(deps, "rewrite", "Dg: rewriting selection…", params);
+  return true;
+}
+
+function sameSelection(a: EditorSnapshot, b: EditorSnapshot | undefined): boolean {
+  return b !== undefined && a.uri === b.uri && JSON.stringify(a.selection) === JSON.stringify(b.selection);
+}
+
+/** `"make it async"`, cut to 40 characters for the progress notification. */
+function quoteShort(text: string): string {
+  const chars = [...text];
+  return JSON.stringify(chars.length > 40 ? `${chars.slice(0, 39).join("")}…` : text);
+}
+
+function notRunning(deps: CommandDeps): undefined {
+  deps.error("Dg: the language server is not running (see Dg: Show Log).");
+  return undefined;
 }
 
 export async function fillHole(deps: CommandDeps, editor: EditorSnapshot | undefined): Promise<CommandResult | undefined> {
@@ -69,10 +127,7 @@ async function run(
   title: string,
   params: ExecuteCommandParams,
 ): Promise<CommandResult | undefined> {
-  if (!deps.isRunning()) {
-    deps.error("Dg: the language server is not running (see Dg: Show Log).");
-    return undefined;
-  }
+  if (!deps.isRunning()) return notRunning(deps);
   try {
     const result = parseCommandResult(await deps.withProgress(title, (token) => deps.execute(params, token)));
     const message = resultMessage(what, result);

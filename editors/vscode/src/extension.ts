@@ -16,7 +16,15 @@ import {
   ServerOptions,
   State,
 } from "vscode-languageclient/node";
-import { CommandDeps, EditorSnapshot, fillHole, reportServerCommand, rewriteSelection } from "./commands";
+import {
+  CommandDeps,
+  EditorSnapshot,
+  INSTRUCTION_INPUT,
+  fillHole,
+  reportServerCommand,
+  rewriteSelection,
+  rewriteSelectionWithInstruction,
+} from "./commands";
 import { InlineGate } from "./gate";
 import {
   Launch,
@@ -31,6 +39,7 @@ import { StatusModel, StatusView } from "./status";
 /** Palette command ids; distinct from the server's dg.fillHole / dg.rewriteSelection (see requests.ts). */
 export const COMMANDS = {
   rewriteSelection: "dg.rewriteSelectionCommand",
+  rewriteWithInstruction: "dg.rewriteSelectionWithInstructionCommand",
   fillHole: "dg.fillHoleCommand",
   toggle: "dg.toggle",
   showLog: "dg.showLog",
@@ -70,6 +79,9 @@ export class DgExtension implements vscode.Disposable {
       this.disposables.push(vscode.commands.registerCommand(id, fn));
     reg(COMMANDS.rewriteSelection, (arg?: { widen?: boolean }) =>
       rewriteSelection(this.commandDeps(), this.editorSnapshot(), arg?.widen === true),
+    );
+    reg(COMMANDS.rewriteWithInstruction, (arg?: { widen?: boolean }) =>
+      rewriteSelectionWithInstruction(this.commandDeps(), this.editorSnapshot(), arg?.widen === true),
     );
     reg(COMMANDS.fillHole, () => fillHole(this.commandDeps(), this.editorSnapshot()));
     reg(COMMANDS.toggle, () => this.toggle());
@@ -214,6 +226,9 @@ export class DgExtension implements vscode.Disposable {
         err instanceof vscode.CancellationError ||
         (err instanceof ResponseError &&
           (err.code === LSPErrorCodes.RequestCancelled || err.code === LSPErrorCodes.ServerCancelled)),
+      // Focus moving away (to read the code) must not cancel the box; only Escape does.
+      askInstruction: () => Promise.resolve(vscode.window.showInputBox({ ...INSTRUCTION_INPUT, ignoreFocusOut: true })),
+      activeEditor: () => this.editorSnapshot(),
     };
   }
 

@@ -32,13 +32,28 @@ export interface CommandResult {
   latencyMs: number | null;
 }
 
-/** Rewrites exactly `range` (widen=false) or the smallest syntax node around it (widen=true). */
-export function rewriteSelectionParams(uri: string, range: LspRange, widen = false): ExecuteCommandParams {
+/**
+ * Rewrites exactly `range` (widen=false) or the smallest syntax node around it (widen=true). A non-empty
+ * `instruction` ("make it async") goes along as the argument's `instruction` field; an empty or blank one
+ * is left out, which the server treats as a plain re-fill.
+ */
+export function rewriteSelectionParams(
+  uri: string,
+  range: LspRange,
+  widen = false,
+  instruction?: string,
+): ExecuteCommandParams {
   if (isEmptyRange(range)) throw new Error("rewriteSelection needs a non-empty range");
-  return {
-    command: SERVER_COMMANDS.rewriteSelection,
-    arguments: [{ textDocument: { uri }, range: orderedRange(range), widen }],
-  };
+  const argument: Record<string, unknown> = { textDocument: { uri }, range: orderedRange(range), widen };
+  const text = normalizeInstruction(instruction);
+  if (text !== undefined) argument.instruction = text;
+  return { command: SERVER_COMMANDS.rewriteSelection, arguments: [argument] };
+}
+
+/** What the user typed as an instruction, trimmed; undefined when there is nothing to send. */
+export function normalizeInstruction(instruction: string | undefined): string | undefined {
+  const text = instruction?.trim();
+  return text ? text : undefined;
 }
 
 /** Fills the syntactic hole at `position`. */

@@ -18,6 +18,11 @@ export const SERVER_SETTING_KEYS = [
   "languages",
   "contextTokens",
   "drafts",
+  "backend",
+  "endpoint",
+  "apiKeyEnv",
+  "model",
+  "autoStart",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -26,7 +31,13 @@ export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
 export type ServerSettings = Partial<Record<ServerSettingKey, unknown>>;
 
 /** Keys whose empty value ("" or []) means "not set" on the server, i.e. null. */
-const EMPTY_MEANS_NULL: ReadonlySet<ServerSettingKey> = new Set(["modelPath", "languages"]);
+const EMPTY_MEANS_NULL: ReadonlySet<ServerSettingKey> = new Set([
+  "modelPath",
+  "languages",
+  "endpoint",
+  "apiKeyEnv",
+  "model",
+]);
 
 /**
  * The server's settings from the VS Code configuration. Values are passed through unchanged so that the

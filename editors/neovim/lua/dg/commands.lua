@@ -81,18 +81,49 @@ function M.rewrite_range(bufnr, line1, line2, encoding)
   }
 end
 
---- :[range]DgRewrite[!]: rewrite the range (with ! the server may widen it to the enclosing node).
+--- What to send as a rewrite's instruction: `text` trimmed, or nil when there is none (a plain re-fill).
+---@param text any
+---@return string|nil
+function M.instruction(text)
+  if type(text) ~= "string" then
+    return nil
+  end
+  local trimmed = vim.trim(text)
+  return trimmed ~= "" and trimmed or nil
+end
+
+--- The one argument object of dg.rewriteSelection (docs/PROTOCOL.md); no `instruction` key without one.
+---@param uri string
+---@param range table lsp.Range
+---@param widen boolean
+---@param instruction string|nil
+---@return table
+function M.rewrite_argument(uri, range, widen, instruction)
+  return { textDocument = { uri = uri }, range = range, widen = widen, instruction = M.instruction(instruction) }
+end
+
+--- :[range]DgRewrite[!] [instruction]: rewrite the range (with ! the server may widen it to the enclosing
+--- node), following the instruction when one is given. Also the Lua API: opts.line1/line2 (1-based, default
+--- the cursor's line), opts.widen, opts.instruction.
+---@param opts table|nil
 function M.rewrite(opts)
+  opts = opts or {}
   local bufnr = api.nvim_get_current_buf()
   local client = attached_client(bufnr)
   if not client then
     return
   end
-  execute(client, bufnr, "dg.rewriteSelection", {
-    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
-    range = M.rewrite_range(bufnr, opts.line1, opts.line2, client.offset_encoding),
-    widen = opts.bang == true,
-  })
+  local row = api.nvim_win_get_cursor(0)[1]
+  local line1 = opts.line1 or row
+  local line2 = opts.line2 or line1
+  local instruction = opts.instruction
+  if instruction == nil then
+    instruction = opts.args
+  end
+  local range = M.rewrite_range(bufnr, line1, line2, client.offset_encoding)
+  local widen = opts.bang == true or opts.widen == true
+  local argument = M.rewrite_argument(vim.uri_from_bufnr(bufnr), range, widen, instruction)
+  execute(client, bufnr, "dg.rewriteSelection", argument)
 end
 
 --- :DgStatus: what the server last said, and where this buffer stands.

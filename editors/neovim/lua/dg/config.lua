@@ -12,7 +12,9 @@ M.defaults = {
   filetypes = nil,
   root_markers = { ".git" },
   -- Server settings (docs/PROTOCOL.md, camelCase keys), sent as initializationOptions and as
-  -- workspace/didChangeConfiguration {settings = {dg = ...}}.
+  -- workspace/didChangeConfiguration {settings = {dg = ...}}. Where fills run: backend = "embedded" |
+  -- "service" | "openai", with endpoint, apiKeyEnv (the NAME of the variable holding the key), model and
+  -- autoStart (:help dg-backends).
   settings = {},
   -- Render dg/draft notifications as virtual text. nil: follow settings.drafts.
   drafts = nil,

@@ -169,6 +169,9 @@ function M.fill()
   require("dg.commands").fill()
 end
 
+--- Like :DgRewrite. opts (all optional): line1, line2 (1-based; default the cursor's line), widen (bool),
+--- instruction (string; empty or nil = a plain re-fill).
+---@param opts table|nil
 function M.rewrite(opts)
   require("dg.commands").rewrite(opts)
 end

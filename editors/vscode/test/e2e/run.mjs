@@ -8,13 +8,16 @@
 //      the selection, and one undo restores the file;
 //   4. "Dg: Fill Hole" fills at the cursor without touching the rest, and one undo restores the file;
 //   5. the server's "Rewrite selection" code action (Ctrl+.) rewrites the selection in one undo step;
-//   6. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again;
-//   7. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
+//   6. "Dg: Rewrite Selection…" (context menu and palette) asks for an instruction in an input box and sends
+//      it; the shipped model is fim-format, so the user sees the clear "cannot take an instruction" message
+//      and the text stays as it was;
+//   7. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again;
+//   8. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
 //      status bar, and "Set the path" opens the Settings editor at dg.server.command (runs last).
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
 //          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
-//          --only ghost,rewrite,fill,codeaction,toggle,missing (a subset; the status scenario always runs first)
+//          --only ghost,rewrite,fill,codeaction,instruct,toggle,missing (a subset; status always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -136,6 +139,7 @@ const FILES = {
   "toggle.py": "import os\n\n\n",
   "action.py": "def total(xs):\n    s = sum(xs)\n    return s\n",
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
+  "instruct.py": "def load(url):\n    data = fetch(url)\n    return data\n",
 };
 
 // ---- page helpers ------------------------------------------------------------------------------------
@@ -173,8 +177,12 @@ async function runCommand(page, title) {
   const input = page.locator(".quick-input-widget input");
   await input.waitFor({ state: "visible", timeout: 15_000 });
   await input.fill(`>${title}`);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 15_000 });
-  await page.keyboard.press("Enter");
+  // The row whose label is exactly `title`: "Dg: Rewrite Selection" must not run "Dg: Rewrite Selection…",
+  // which matches the same filter and may be listed first as recently used.
+  const exact = new RegExp(`^\\s*${title.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\s*$`);
+  const label = page.locator(".quick-input-list .monaco-list-row .label-name").filter({ hasText: exact });
+  await label.first().waitFor({ timeout: 15_000 });
+  await label.first().click();
 }
 
 async function waitFor(fn, ms, what, page) {
@@ -360,6 +368,47 @@ async function codeActionRewrite(page, ctx) {
   if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
 }
 
+/** What a fim-format server answers to a non-empty instruction (docs/PROTOCOL.md, dg.rewriteSelection). */
+const FIM_REFUSAL = /Dg: rewrite not applied: this model's prompt format \(fim\) cannot take an instruction/;
+
+async function rewriteWithInstruction(page, ctx) {
+  await openFile(page, "instruct.py");
+  const before = FILES["instruct.py"];
+  const selected = "data = fetch(url)";
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Shift+Home");
+  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  if (!box) throw new Error("no visible selection");
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
+  await page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection…" }).first().waitFor({ timeout: 15_000 });
+  await page.keyboard.press("Escape");
+  await runCommand(page, "Dg: Rewrite Selection…");
+  // The input box, recognised by its prompt; what is typed there is the instruction.
+  const prompt = page.locator(".quick-input-widget", { hasText: "plain re-fill" });
+  await prompt.waitFor({ state: "visible", timeout: 15_000 });
+  await prompt.locator("input").fill("make it async");
+  await page.keyboard.press("Enter");
+  const toast = await waitFor(async () => {
+    if ((await page.locator(".tab.active.dirty").count()) > 0) {
+      throw new Error("the text changed: a fim-format model must refuse the instruction, not rewrite");
+    }
+    const texts = await page.locator(".notifications-toasts .notification-list-item").allTextContents();
+    return texts.find((t) => FIM_REFUSAL.test(t));
+  }, FILL_TIMEOUT, "the 'cannot take an instruction' message", page);
+  log(`instruction refused: ${JSON.stringify(toast)}`);
+  if ((await page.locator(".tab.active.dirty").count()) > 0) throw new Error("the text changed after the refusal");
+  const lines = await page.locator(".editor-group-container.active .view-line").allTextContents();
+  if (!lines.some((l) => l.replace(/\u00a0/g, " ").trim() === selected)) {
+    throw new Error(`the selected line is not as it was: ${JSON.stringify(lines)}`);
+  }
+  if (readFileSync(join(ctx.ws, "instruct.py"), "utf8") !== before) throw new Error("the file on disk changed");
+  // Later scenarios fail fast on a "not applied" toast: leave none behind.
+  await runCommand(page, "Notifications: Clear All Notifications");
+  await page.keyboard.press("Escape");
+}
+
 async function toggleOffAndOn(page) {
   const statusLog = () => page.evaluate(() => window.__dgStatus.length);
   const statusSince = (n) => page.evaluate((k) => window.__dgStatus.slice(k), n);
@@ -474,6 +523,7 @@ async function main() {
       ["rewrite", "Dg: Rewrite Selection replaces exactly the selection; one undo restores", rewriteSelectionAndUndo],
       ["fill", "Dg: Fill Hole fills at the cursor; one undo restores", fillHoleAndUndo],
       ["codeaction", "the server's 'Rewrite selection' code action (Ctrl+.) rewrites the selection", codeActionRewrite],
+      ["instruct", "Dg: Rewrite Selection… sends an instruction; the fim model's refusal is shown, text unchanged", rewriteWithInstruction],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key));

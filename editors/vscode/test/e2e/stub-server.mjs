@@ -55,6 +55,12 @@ const handlers = {
     return actions;
   },
   "workspace/executeCommand": async ({ command, arguments: [args] }) => {
+    // Like dg-lsp on a fim-format checkpoint (the shipped default): an instruction is refused, nothing edited.
+    if (command === "dg.rewriteSelection" && typeof args.instruction === "string" && args.instruction.trim()) {
+      const reason = "this model's prompt format (fim) cannot take an instruction; use a checkpoint with a chat template";
+      send({ method: "window/showMessage", params: { type: 2, message: `dg-lsp: ${reason}` } });
+      return { applied: false, reason, latencyMs: 0 };
+    }
     const doc = docs.get(args.textDocument.uri);
     const range = command === "dg.rewriteSelection" ? args.range : { start: args.position, end: args.position };
     const edit = {

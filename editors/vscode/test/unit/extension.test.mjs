@@ -27,7 +27,7 @@ beforeEach(async () => {
 test("palette commands do not collide with the server's executeCommand ids", async () => {
   await activate();
   const ids = [...S.commands.keys()];
-  for (const id of ["dg.rewriteSelectionCommand", "dg.fillHoleCommand", "dg.toggle", "dg.showLog", "dg.restartServer"]) {
+  for (const id of ["dg.rewriteSelectionCommand", "dg.rewriteSelectionWithInstructionCommand", "dg.fillHoleCommand", "dg.toggle", "dg.showLog", "dg.restartServer"]) {
     assert.ok(ids.includes(id), id);
   }
   assert.ok(!ids.includes("dg.fillHole") && !ids.includes("dg.rewriteSelection"));
@@ -41,10 +41,15 @@ test("package.json contributes exactly the registered commands, with the context
   assert.deepEqual(contributed, [...S.commands.keys()].sort());
   const titles = Object.fromEntries(pkg.contributes.commands.map((c) => [c.command, `${c.category}: ${c.title}`]));
   assert.equal(titles["dg.rewriteSelectionCommand"], "Dg: Rewrite Selection");
+  assert.equal(titles["dg.rewriteSelectionWithInstructionCommand"], "Dg: Rewrite Selection…");
   assert.equal(titles["dg.fillHoleCommand"], "Dg: Fill Hole");
   assert.equal(titles["dg.toggle"], "Dg: Toggle");
   assert.deepEqual(pkg.contributes.menus["editor/context"][0].command, "dg.rewriteSelectionCommand");
   assert.equal(pkg.contributes.menus["editor/context"][0].when, "editorHasSelection");
+  const context = pkg.contributes.menus["editor/context"].find((m) => m.command === "dg.rewriteSelectionWithInstructionCommand");
+  assert.equal(context?.when, "editorHasSelection");
+  const palette = pkg.contributes.menus.commandPalette.map((m) => m.command);
+  assert.ok(palette.includes("dg.rewriteSelectionWithInstructionCommand"));
 });
 
 test("pythonPath launches `<python> -m dg_lsp` over stdio with the settings as initializationOptions", async () => {
@@ -144,6 +149,50 @@ test("Dg: Rewrite Selection sends workspace/executeCommand dg.rewriteSelection f
   });
   await vscode.commands.executeCommand("dg.fillHoleCommand");
   assert.deepEqual(client.requests[1].params.arguments[0].position, { line: 2, character: 0 });
+});
+
+test("Dg: Rewrite Selection… asks in an input box and sends the instruction; Escape sends nothing", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 3, character: 0 }, end: { line: 1, character: 2 }, active: { line: 1, character: 2 } },
+  };
+  S.inputBoxAnswer = "make it async";
+  await vscode.commands.executeCommand("dg.rewriteSelectionWithInstructionCommand");
+  assert.equal(S.inputBoxes.length, 1);
+  assert.equal(S.inputBoxes[0].ignoreFocusOut, true);
+  assert.match(S.inputBoxes[0].prompt, /empty for a plain re-fill/);
+  assert.deepEqual(client.requests.map((q) => q.params), [
+    {
+      command: "dg.rewriteSelection",
+      arguments: [
+        {
+          textDocument: { uri: "file:///w/a.py" },
+          range: { start: { line: 1, character: 2 }, end: { line: 3, character: 0 } },
+          widen: false,
+          instruction: "make it async",
+        },
+      ],
+    },
+  ]);
+  S.inputBoxAnswer = undefined; // Escape
+  await vscode.commands.executeCommand("dg.rewriteSelectionWithInstructionCommand");
+  assert.equal(S.inputBoxes.length, 2);
+  assert.equal(client.requests.length, 1);
+  assert.deepEqual(S.messages, []);
+});
+
+test("the fim refusal of an instruction reaches the user as a notification", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 0, character: 0 }, end: { line: 0, character: 3 }, active: { line: 0, character: 3 } },
+  };
+  const reason = "this model's prompt format (fim) cannot take an instruction; use a chat-format checkpoint";
+  client.answer = async () => ({ applied: false, reason, latencyMs: 1 });
+  S.inputBoxAnswer = "make it async";
+  await vscode.commands.executeCommand("dg.rewriteSelectionWithInstructionCommand");
+  assert.deepEqual(S.messages.map((m) => [m.level, m.text]), [["info", `Dg: rewrite not applied: ${reason}`]]);
 });
 
 test("a cancelled rewrite shows nothing", async () => {

@@ -17,6 +17,18 @@ test("rewriteSelection params follow PROTOCOL.md", () => {
   assert.equal(r.rewriteSelectionParams("file:///a.py", range(0, 0, 0, 1), true).arguments[0].widen, true);
 });
 
+test("an instruction goes in the argument object beside range and widen; blank ones are left out", () => {
+  assert.deepEqual(r.rewriteSelectionParams("file:///a.py", range(1, 4, 3, 0), false, "make it async"), {
+    command: "dg.rewriteSelection",
+    arguments: [{ textDocument: { uri: "file:///a.py" }, range: range(1, 4, 3, 0), widen: false, instruction: "make it async" }],
+  });
+  assert.equal(r.rewriteSelectionParams("u", range(0, 0, 0, 1), true, "  add types\n").arguments[0].instruction, "add types");
+  for (const blank of [undefined, "", "   \t"]) {
+    assert.ok(!("instruction" in r.rewriteSelectionParams("u", range(0, 0, 0, 1), false, blank).arguments[0]), String(blank));
+  }
+  assert.equal(r.normalizeInstruction(" ünïcode "), "ünïcode");
+});
+
 test("a backwards selection is sent start <= end", () => {
   assert.deepEqual(r.rewriteSelectionParams("u", range(5, 2, 1, 7)).arguments[0].range, range(1, 7, 5, 2));
   assert.deepEqual(r.orderedRange(range(2, 9, 2, 3)), range(2, 3, 2, 9));
@@ -56,6 +68,11 @@ function deps(overrides = {}) {
     info: (m) => log.info.push(m),
     error: (m) => log.error.push(m),
     isCancellation: (e) => e?.name === "Canceled",
+    askInstruction: async () => {
+      log.asked = (log.asked ?? 0) + 1;
+      return "make it async";
+    },
+    activeEditor: () => editor,
     ...overrides,
   };
   return { d, log };
@@ -77,6 +94,71 @@ test("Rewrite Selection without a selection or editor asks for one and sends not
   await c.rewriteSelection(d, undefined);
   assert.equal(log.sent.length, 0);
   assert.equal(log.info.length, 2);
+});
+
+test("Rewrite Selection… asks, then sends the selection with the instruction", async () => {
+  const { d, log } = deps();
+  const result = await c.rewriteSelectionWithInstruction(d, editor);
+  assert.deepEqual(result, { applied: true, reason: null, latencyMs: 5 });
+  assert.equal(log.asked, 1);
+  assert.deepEqual(log.sent, [
+    { params: r.rewriteSelectionParams(editor.uri, editor.selection, false, "make it async"), token: "TOKEN" },
+  ]);
+  assert.equal(log.sent[0].params.arguments[0].instruction, "make it async");
+  assert.deepEqual(log.progress, ['Dg: rewriting selection ("make it async")…']);
+});
+
+test("Rewrite Selection… with an empty instruction is a plain re-fill", async () => {
+  const { d, log } = deps({ askInstruction: async () => "  " });
+  await c.rewriteSelectionWithInstruction(d, editor, true);
+  assert.deepEqual(log.sent[0].params, r.rewriteSelectionParams(editor.uri, editor.selection, true));
+  assert.ok(!("instruction" in log.sent[0].params.arguments[0]));
+  assert.deepEqual(log.progress, ["Dg: rewriting selection…"]);
+});
+
+test("Rewrite Selection… cancelled at the input box sends nothing and says nothing", async () => {
+  const { d, log } = deps({ askInstruction: async () => undefined });
+  assert.equal(await c.rewriteSelectionWithInstruction(d, editor), undefined);
+  assert.equal(log.sent.length, 0);
+  assert.equal(log.info.length + log.error.length + log.progress.length, 0);
+});
+
+test("Rewrite Selection… does not ask without a selection or a running server", async () => {
+  let { d, log } = deps();
+  await c.rewriteSelectionWithInstruction(d, { ...editor, selection: range(3, 3, 3, 3) });
+  await c.rewriteSelectionWithInstruction(d, undefined);
+  assert.equal(log.asked, undefined);
+  assert.deepEqual(log.info, ["Dg: select the code to rewrite first.", "Dg: open a file and select the code to rewrite."]);
+  ({ d, log } = deps({ isRunning: () => false }));
+  await c.rewriteSelectionWithInstruction(d, editor);
+  assert.equal(log.asked, undefined);
+  assert.equal(log.sent.length, 0);
+  assert.match(log.error[0], /not running/);
+});
+
+test("Rewrite Selection… sends nothing when the selection moved while the box was open", async () => {
+  for (const now of [undefined, { ...editor, selection: range(2, 0, 4, 11) }, { ...editor, uri: "file:///w/b.py" }]) {
+    const { d, log } = deps({ activeEditor: () => now });
+    assert.equal(await c.rewriteSelectionWithInstruction(d, editor), undefined);
+    assert.equal(log.sent.length, 0);
+    assert.deepEqual(log.info, ["Dg: the selection changed while the instruction was typed; nothing was sent."]);
+  }
+});
+
+test("the server's refusal of an instruction is shown as it says it", async () => {
+  const reason = "this model's prompt format (fim) cannot take an instruction; use a chat-format checkpoint";
+  const { d, log } = deps({ execute: async () => ({ applied: false, reason, latencyMs: 0.4 }) });
+  const result = await c.rewriteSelectionWithInstruction(d, editor);
+  assert.equal(result.applied, false);
+  assert.deepEqual(log.info, [`Dg: rewrite not applied: ${reason}`]);
+});
+
+test("a long instruction is cut in the progress title but sent whole", async () => {
+  const long = "rewrite this loop as a list comprehension and add type hints to every name";
+  const { d, log } = deps({ askInstruction: async () => long });
+  await c.rewriteSelectionWithInstruction(d, editor);
+  assert.equal(log.sent[0].params.arguments[0].instruction, long);
+  assert.equal(log.progress[0], `Dg: rewriting selection (${JSON.stringify(`${[...long].slice(0, 39).join("")}…`)})…`);
 });
 
 test("Fill Hole sends the cursor position", async () => {

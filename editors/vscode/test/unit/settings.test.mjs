@@ -20,6 +20,11 @@ test("every protocol key is mapped, in camelCase, values passed through", () => 
     languages: ["python", "rust"],
     contextTokens: 2048,
     drafts: true,
+    backend: "openai",
+    endpoint: "http://gpu-box:8000/v1",
+    apiKeyEnv: "DG_API_KEY",
+    model: "google/diffusiongemma-26B-A4B-it",
+    autoStart: false,
     "server.command": "dg-lsp",
     "server.pythonPath": "/venv/bin/python",
   };
@@ -34,6 +39,11 @@ test("every protocol key is mapped, in camelCase, values passed through", () => 
     languages: ["python", "rust"],
     contextTokens: 2048,
     drafts: true,
+    backend: "openai",
+    endpoint: "http://gpu-box:8000/v1",
+    apiKeyEnv: "DG_API_KEY",
+    model: "google/diffusiongemma-26B-A4B-it",
+    autoStart: false,
   });
 });
 
@@ -58,6 +68,11 @@ test("the package.json defaults give the server its own defaults", async () => {
     languages: null,
     contextTokens: 1024,
     drafts: false,
+    backend: "embedded",
+    endpoint: null,
+    apiKeyEnv: null,
+    model: null,
+    autoStart: true,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
   // or a client-side dg.server.* key.

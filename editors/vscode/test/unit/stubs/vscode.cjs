@@ -40,6 +40,9 @@ function reset() {
   state.messageChoice = undefined;
   state.configEvents = new EventEmitter();
   state.cancelNextProgress = false;
+  state.inputBoxes = [];
+  // What the next showInputBox resolves to: a string (Enter) or undefined (Escape).
+  state.inputBoxAnswer = undefined;
 }
 reset();
 
@@ -73,6 +76,10 @@ const window = {
     state.cancelNextProgress = false;
     const token = { isCancellationRequested: cancel, onCancellationRequested: () => ({ dispose() {} }) };
     return task({ report() {} }, token);
+  },
+  showInputBox(options) {
+    state.inputBoxes.push(options);
+    return Promise.resolve(state.inputBoxAnswer);
   },
   get activeTextEditor() {
     return state.activeTextEditor;

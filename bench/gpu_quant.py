@@ -1,0 +1,112 @@
+"""Decoder step time of the 26B-A4B text shape with int4 / int8 / fp8 weights beside bf16, each against the
+weight-streaming floor of its own bytes, on one CUDA device. Random weights are made on the device tensor by tensor
+and quantized there (no files; bf16 peak is one tensor). bench/gpu.sh calls it with one line:
+
+    "$PYTHON" -m bench.gpu_quant --out "$OUT"          # on a CUDA device (about 3 minutes on an H200)
+    python -m bench.gpu_quant --dry-run                 # tiny shape on the CPU: checks the code path (seconds)
+
+Last line JSON: per format, weight GB, ms per step (canvas 256, 512 context tokens), floor ms, floor / measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from bench.common import emit, machine, median
+from engine.config import parse_text_config
+from engine.model import DiffusionGemmaText, KVCache
+from engine.quant import memory
+from engine.quant.formats import FORMATS, quantize
+from engine.quant.modules import is_target, swap_in, weight_bytes
+
+TINY = dict(vocab_size=4096, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1, sliding_window=64,
+            num_experts=8, top_k_experts=2, moe_intermediate_size=32, max_position_embeddings=65_536)
+H200_BANDWIDTH = 4.8e12  # bytes/s (REFERENCE.md section 3)
+
+
+def build(raw: dict, fmt: str, device: torch.device, dtype: torch.dtype, seed: int = 0) -> DiffusionGemmaText:
+    """The model on the meta device, then each tensor made random on `device` (N(0, 1/fan_in) matrices, norms
+    1 + N(0, 0.1)) and quantized at once when `fmt` says so."""
+    cfg = parse_text_config(raw)
+    with torch.device("meta"):
+        model = DiffusionGemmaText(cfg)
+    g = torch.Generator(device=device).manual_seed(seed)
+    state, parts = {}, {}
+    for key, t in model.state_dict().items():
+        if t.dim() >= 2:
+            w = torch.randn(t.shape, generator=g, device=device, dtype=dtype) / t.shape[-1] ** 0.5
+        else:
+            w = 1.0 + 0.1 * torch.randn(t.shape, generator=g, device=device, dtype=torch.float32)
+        if fmt != "bf16" and is_target(key):
+            p = quantize(w, fmt, device)
+            parts[key] = p
+            path = key[: -len(".weight")] if key.endswith(".weight") else key
+            state.update({f"{path}.qweight": p.qweight, f"{path}.scale": p.scale})
+            if p.zero is not None:
+                state[f"{path}.zero"] = p.zero
+        else:
+            state[key] = w.to(dtype)
+        del w
+    swap_in(model, parts)
+    model.load_state_dict(state, assign=True, strict=True)
+    return model.eval().requires_grad_(False)
+
+
+def step_ms(model: DiffusionGemmaText, device: torch.device, context: int, canvas: int, reps: int) -> float:
+    v = model.cfg.vocab_size
+    g = torch.Generator(device=device).manual_seed(1)
+    with torch.inference_mode():
+        cache = model.encode(torch.randint(0, v, (1, context), generator=g, device=device), KVCache())
+        ids = torch.randint(0, v, (1, canvas), generator=g, device=device)
+        times = []
+        for i in range(reps + 2):  # two warm-up steps excluded
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            model.decode(ids, cache, None)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i >= 2:
+                times.append(1e3 * (time.perf_counter() - t0))
+    return median(times)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", help="tiny shape on the CPU")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--bandwidth", type=float, default=H200_BANDWIDTH, help="bytes/s for the streaming floor")
+    args = ap.parse_args(argv)
+    device = torch.device("cpu" if args.dry_run or not torch.cuda.is_available() else "cuda")
+    raw = TINY if device.type == "cpu" else memory.GEMMA4_26B_A4B
+    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    canvas, context = (16, 64) if device.type == "cpu" else (256, 512)
+    rows = {}
+    for fmt in FORMATS:
+        model = build(raw, fmt, device, dtype)
+        nbytes = weight_bytes(model)
+        ms = step_ms(model, device, context, canvas, args.reps if device.type == "cuda" else 2)
+        floor = 1e3 * nbytes / args.bandwidth
+        rows[fmt] = {"weights_gb": round(nbytes / 1e9, 2), "step_ms": round(ms, 2), "floor_ms": round(floor, 2),
+                     "floor_over_measured": round(floor / ms, 3)}
+        print(f"{fmt:<5} {nbytes / 1e9:7.2f} GB  step {ms:8.2f} ms  floor {floor:7.2f} ms")
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    result = {"shape": "tiny" if device.type == "cpu" else "26B-A4B", "canvas": canvas, "context": context,
+              "formats": rows, "machine": machine()}
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gpu_quant.json").write_text(json.dumps(result, indent=2))
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The `openai` backend: any OpenAI-compatible server, vLLM serving DiffusionGemma being the documented case.
+
+Chat-format checkpoints go through `/v1/chat/completions` (the hole's messages, `chat_template_kwargs:
+{"enable_thinking": false}`, `max_tokens` from the hole); FIM checkpoints through `/v1/completions` with the prompt
+as token ids. Prompts are laid out here, so the backend needs the checkpoint's tokenizer files locally (`modelPath`;
+the weights are not needed). Such servers stream one committed canvas at a time, so there are no drafts; the
+sampler settings are the server's (vLLM: `--hf-overrides`, `--diffusion-config`). Cancelling a fill closes its
+request, which aborts it on the server. A failed connection turns the state to "error" until `/models` answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from dg_lsp.backends.checkpoint import LocalCheckpoint, default_model_dir, load_local
+from dg_lsp.backends.remote import (
+    CancelToken,
+    LoopThread,
+    RemoteError,
+    RemoteResult,
+    RemoteState,
+    raise_for_error,
+    sse_data,
+)
+from dg_lsp.backends.service import Endpoint, api_key_from
+
+log = logging.getLogger(__name__)
+
+RECHECK_S = 1.0  # how often /models is asked while the server is unreachable
+TEMPLATE_KWARGS = {"enable_thinking": False}
+
+
+def openai_endpoint(text: str) -> Endpoint:
+    """The API base (`http://host:8000/v1`; a bare `http://host:8000` gets `/v1`; `unix:/path` too)."""
+    if text.startswith("unix:"):
+        return Endpoint("http://dg-engine/v1", Endpoint.parse(text).uds)
+    base = text.rstrip("/")
+    return Endpoint(base if httpx.URL(base).path not in ("", "/") else base + "/v1")
+
+
+class _Remembered:
+    """A chat prompt format (engine.prompts.ChatFormat) that remembers the messages behind the context ids it hands
+    out: the server passes only ids to `infill`, the chat endpoint wants the messages."""
+
+    def __init__(self, inner: Any, decode: Callable[[list[int]], str], size: int = 64) -> None:
+        self._inner, self._decode, self._size = inner, decode, size
+        self._seen: OrderedDict[tuple[int, ...], list[dict]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: Any = None) -> list[int]:
+        ids = self._inner.context(prefix_ids, suffix_ids, hole)
+        with self._lock:
+            self._seen[tuple(ids)] = self._inner.messages(self._decode(prefix_ids), self._decode(suffix_ids), hole)
+            while len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        return ids
+
+    def messages_for(self, context_ids: list[int]) -> list[dict] | None:
+        with self._lock:
+            return self._seen.get(tuple(context_ids))
+
+
+class OpenAIBackend:
+    drafts = False
+
+    def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint) -> None:
+        self.endpoint, self._headers, self.model, self.local = endpoint, headers, model, local
+        fmt = local.prompt_format
+        self._format = _Remembered(fmt, local.decode) if fmt.name == "chat" else fmt
+        self.template_kwargs = dict(TEMPLATE_KWARGS)
+        self.status = RemoteState()
+        self._loop = LoopThread("dg-openai-client")
+        self._http = self._loop.run(_make_async(endpoint, headers))
+        self._rechecking = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def connect(cls, settings: Any) -> OpenAIBackend:
+        if not settings.endpoint:
+            raise ValueError("backend openai needs endpoint: the server's API base, e.g. http://gpu-box:8000/v1")
+        endpoint = openai_endpoint(settings.endpoint)
+        headers = {"Authorization": f"Bearer {key}"} if (key := api_key_from(settings.api_key_env)) else {}
+        local = load_local(settings.model_path or default_model_dir(), settings.prompt_format)
+        with endpoint.client(10.0, headers, sync=True) as http:
+            try:
+                resp = http.get("models")
+            except httpx.HTTPError as exc:
+                raise ConnectionError(f"nothing answers at {endpoint}: {exc}") from None
+            if resp.status_code >= 400:
+                raise ConnectionError(f"{endpoint}/models answered HTTP {resp.status_code}: {resp.text[:200]}")
+            served = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+        model = settings.model or (served[0] if served else None)
+        if not model:
+            raise ValueError(f"{endpoint} lists no models; set the model setting")
+        if model not in served:
+            log.warning("model %r is not among those %s lists (%s)", model, endpoint, served)
+        return cls(endpoint, headers, model, local)
+
+    # -- engine.seam.InfillBackend -------------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} ({self.endpoint}, no drafts)"
+
+    @property
+    def prompt_format(self) -> Any:
+        return self._format
+
+    infill_format = prompt_format  # the name the server used before the seam
+
+    @property
+    def splits_before_newline(self) -> bool:
+        return self.local.splits_before_newline
+
+    def encode(self, text: str) -> list[int]:
+        return self.local.encode(text)
+
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
+
+    def settings_in_force(self) -> dict[str, Any]:
+        return {"backend": "openai", "endpoint": str(self.endpoint), "model": self.model,
+                "prompt_format": self._format.name,
+                "sampler": "the server's (vLLM: --hf-overrides, --diffusion-config)"}
+
+    def watch_state(self, listener: Callable[[str, str], None]) -> None:
+        self.status.watch_state(listener)
+
+    def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
+               on_step: Callable[[Any], None] | None = None, draft_text: bool = False) -> RemoteResult:
+        """One request; `steps` and `entropy_bound` are the server's to set (vLLM takes them per server)."""
+        if not self.status.ready:
+            self._recheck()
+            return RemoteResult("", cancelled=True, error=self.status.message)
+        max_tokens = canvas_length * max_canvases
+        messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
+        if messages is not None:
+            path, body = "chat/completions", {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                              "stream": True, "chat_template_kwargs": self.template_kwargs}
+        else:  # FIM, or ids this backend did not lay out: the token ids as they are
+            path, body = "completions", {"model": self.model, "prompt": list(context_ids), "max_tokens": max_tokens,
+                                         "stream": True}
+        t0 = time.perf_counter()
+        try:
+            out = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
+        except RemoteError as exc:
+            log.warning("%s/%s: %s", self.endpoint, path, exc)
+            return RemoteResult("", cancelled=True, error=str(exc))
+        except httpx.TransportError as exc:
+            self.status.set_state("error", f"{self.endpoint} is not answering ({type(exc).__name__}: {exc})")
+            self._recheck()
+            return RemoteResult("", cancelled=True, error=str(exc))
+        if out is None:
+            return RemoteResult("", cancelled=True)
+        out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        return out
+
+    def close(self) -> None:
+        """Answer every later fill empty (the loop thread stays: a queued fill may still call)."""
+        self._closed = True
+        self.status.set_state("error", "this connection was closed")
+        self._loop.run(self._http.aclose(), timeout=2)
+
+    def _recheck(self) -> None:
+        """While the server is unreachable, ask /models every RECHECK_S (one checker thread at a time)."""
+        if not self._closed and self._rechecking.acquire(blocking=False):
+            threading.Thread(target=self._recheck_loop, name="dg-openai-recheck", daemon=True).start()
+
+    def _recheck_loop(self) -> None:
+        try:
+            with self.endpoint.client(RECHECK_S, self._headers, sync=True) as http:
+                while not self.status.ready and not self._closed:
+                    try:
+                        if http.get("models").status_code < 400:
+                            self.status.set_state("ready", f"{self.endpoint} answers again")
+                            return
+                    except httpx.HTTPError:
+                        pass
+                    time.sleep(RECHECK_S)
+        finally:
+            self._rechecking.release()
+
+
+async def _make_async(endpoint: Endpoint, headers: dict[str, str]) -> httpx.AsyncClient:
+    return endpoint.client(httpx.Timeout(None, connect=5.0), headers)
+
+
+async def _stream(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> RemoteResult:
+    """Concatenate a streamed completion (`choices[0].text`) or chat completion (`choices[0].delta.content`)."""
+    parts: list[str] = []
+    pieces = 0
+    async with http.stream("POST", path, json=body) as resp:
+        await raise_for_error(resp)
+        async for ev in sse_data(resp):
+            for choice in ev.get("choices") or []:
+                text = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
+                if text:
+                    parts.append(text)
+                    pieces += 1
+    return RemoteResult("".join(parts), steps=pieces)

@@ -1,0 +1,51 @@
+"""`dg-lsp --check`: load a checkpoint, show the prompt it gets for a sample hole, fill it once; one JSON dict."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from engine.seam import HoleInfo
+
+SAMPLE_PREFIX = "def add(a, b):\n    return "
+SAMPLE_SUFFIX = "\n"
+SAMPLE_HOLE = HoleInfo(kind="rest_of_line", language="python", filename="example.py", lines=1)
+
+
+def weights_bytes(module: Any) -> int:
+    """Bytes of the model's parameters and buffers, each storage counted once (shared encoder tensors)."""
+    seen: dict[int, int] = {}
+    for t in [*module.parameters(), *module.buffers()]:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto",
+              sampler: Mapping[str, Any] | None = None, fill: bool = True) -> dict[str, Any]:
+    """Keys: ok, model, device, dtype, load_ms, prompt_format, prompt_preview (the sample hole's prompt decoded with
+    its special tokens), prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights_bytes,
+    and with `fill` the answer (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says
+    what went wrong."""
+    out: dict[str, Any] = {"ok": False, "model": model or "default"}
+    try:
+        from engine.engine import Engine
+
+        t0 = time.perf_counter()
+        eng = Engine.from_pretrained(model, device=device, dtype=dtype, prompt_format=prompt_format, sampler=sampler)
+        out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
+                   load_ms=round((time.perf_counter() - t0) * 1e3, 1), weights_bytes=weights_bytes(eng.model),
+                   eos_ids=list(eng.config.eos_token_ids), sampler=eng.settings_in_force())
+        fmt = eng.prompt_format
+        ids = fmt.context(eng.encode(SAMPLE_PREFIX), eng.encode(SAMPLE_SUFFIX), SAMPLE_HOLE)
+        out.update(prompt_format=fmt.name, prompt_preview=eng.decode(ids), prompt_tokens=len(ids),
+                   canvas_lengths=list(fmt.canvas_lengths))
+        if fill:
+            res = eng.infill(ids, canvas_length=min(fmt.canvas_lengths))
+            out.update(fill=fmt.answer(res.text, SAMPLE_PREFIX, SAMPLE_SUFFIX), raw=res.text, steps=res.steps,
+                       fill_ms=round(res.timings.get("total_ms", 0.0), 1))
+        out["ok"] = True
+    except Exception as exc:  # report any failure as JSON: this is a diagnostic command
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

@@ -1,0 +1,149 @@
+"""Modules that hold quantized weights and dispatch their matmuls: `QuantLinear` replaces an nn.Linear,
+`QuantWeight` replaces a 3D expert tensor (the MoE's `grouped_linear` hands it the sorted rows). Which of a model's
+weights get quantized, and the swap on a (meta) model, live here too.
+
+Matmul paths: on CUDA with Triton, the grouped kernel `engine.kernels.moe_quant` dequantizes tiles on the fly (a plain
+linear is one expert); elsewhere the weight is dequantized to the activation dtype and run with torch (correct,
+slower, a transient full-size copy of one weight at a time).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
+
+# Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / tied LM head,
+# norms, router, per-expert scales, layer scalars).
+LINEAR_TARGETS = re.compile(
+    r"^(layers\.\d+\.self_attn\.[qkvo]_proj|layers\.\d+\.mlp\.(gate|up|down)_proj|self_conditioning\.mlp\.(gate|up|down)_proj)"
+    r"\.weight$")
+EXPERT_TARGETS = re.compile(r"^layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
+
+
+def is_target(key: str) -> bool:
+    """Whether our state-dict key names a weight that a quantized format stores quantized."""
+    return bool(LINEAR_TARGETS.match(key) or EXPERT_TARGETS.match(key))
+
+
+def module_path(key: str) -> str:
+    """State-dict key of a target -> the dotted path of the module that replaces it."""
+    return key[: -len(".weight")] if LINEAR_TARGETS.match(key) else key
+
+
+class QuantWeight(nn.Module):
+    """A quantized weight (..., N, K) as buffers `qweight`, `scale` and (asymmetric int4) `zero`."""
+
+    def __init__(self, parts: QuantParts) -> None:
+        super().__init__()
+        self.fmt, self.shape, self.group_size = parts.fmt, tuple(parts.shape), parts.group_size
+        self.act_dynamic = parts.act_dynamic
+        self.register_buffer("qweight", parts.qweight)
+        self.register_buffer("scale", parts.scale)
+        self.register_buffer("zero", parts.zero)
+
+    @property
+    def parts(self) -> QuantParts:
+        return QuantParts(self.fmt, self.shape, self.qweight, self.scale, self.zero, self.group_size, self.act_dynamic)
+
+    @property
+    def nbytes(self) -> int:
+        return self.parts.nbytes
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return dequantize(self.parts, dtype)
+
+    def _act(self, x: torch.Tensor) -> torch.Tensor:
+        return fake_quant_fp8_per_token(x) if self.act_dynamic else x
+
+    def _use_kernel(self, x: torch.Tensor) -> bool:
+        if x.device.type != "cuda":
+            return False
+        from engine.kernels import moe_quant
+
+        return moe_quant.triton is not None
+
+    def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """x (S, K) rows sorted by expert, offsets (E,) cumulative row ends -> (S, N) in x's dtype."""
+        x = self._act(x)
+        if self._use_kernel(x):
+            from engine.kernels.moe_quant import moe_quant_linear
+
+            return moe_quant_linear(x, self.parts, offsets)
+        out = x.new_zeros(x.shape[0], self.shape[-2])
+        start = 0
+        for e, end in enumerate(offsets.tolist()):  # CPU path: one host read of the offsets per call
+            if end > start:
+                w = dequantize(QuantParts(self.fmt, self.shape[1:], self.qweight[e], self.scale[e],
+                                          self.zero[e] if self.zero is not None else None, self.group_size), x.dtype)
+                torch.mm(x[start:end], w.t(), out=out[start:end])
+            start = end
+        return out
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., K) -> (..., N) for a 2D weight."""
+        x = self._act(x)
+        if self._use_kernel(x):
+            from engine.kernels.moe_quant import moe_quant_linear
+
+            flat = x.reshape(-1, x.shape[-1])
+            offsets = torch.full((1,), flat.shape[0], dtype=torch.int32, device=x.device)
+            parts = self.parts
+            one = QuantParts(parts.fmt, (1, *parts.shape), parts.qweight[None], parts.scale[None],
+                             parts.zero[None] if parts.zero is not None else None, parts.group_size)
+            return moe_quant_linear(flat, one, offsets).view(*x.shape[:-1], -1)
+        return F.linear(x, self.dequantize(x.dtype))
+
+
+class QuantLinear(QuantWeight):
+    """Drop-in for nn.Linear(K, N) with a quantized weight; the bias (if any) stays in the compute dtype."""
+
+    def __init__(self, parts: QuantParts, bias: torch.Tensor | None = None) -> None:
+        super().__init__(parts)
+        self.bias = nn.Parameter(bias, requires_grad=False) if bias is not None else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return y + self.bias if self.bias is not None else y
+
+
+def empty_parts(shape: tuple[int, ...], fmt: str, device: torch.device | str, *, symmetric: bool,
+                group_size: int, act_dynamic: bool = False) -> QuantParts:
+    """Uninitialised QuantParts of a format (on the meta device: placeholders the loader assigns into)."""
+    *lead, n, k = shape
+    groups = -(-k // group_size)
+    if fmt == "int4":
+        q = torch.empty(*lead, n, -(-k // 2), dtype=torch.uint8, device=device)
+        scale = torch.empty(*lead, n, groups, dtype=torch.bfloat16, device=device)
+        zero = None if symmetric else torch.empty(*lead, n, groups, dtype=torch.uint8, device=device)
+    else:
+        dt = torch.int8 if fmt == "int8" else torch.float8_e4m3fn
+        q = torch.empty(*lead, n, k, dtype=dt, device=device)
+        scale, zero = torch.empty(*lead, n, 1, dtype=torch.float32, device=device), None
+    return QuantParts(fmt, tuple(shape), q, scale, zero, group_size, act_dynamic)
+
+
+def swap_in(model: nn.Module, formats: dict[str, QuantParts]) -> None:
+    """Replace each target named in `formats` (our state-dict key -> parts, or placeholder parts on meta) by its
+    quantized module: nn.Linear -> QuantLinear, an expert nn.Parameter -> QuantWeight."""
+    for key, parts in formats.items():
+        path = module_path(key)
+        parent_name, _, attr = path.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        old = getattr(parent, attr)
+        if isinstance(old, nn.Linear):
+            new: nn.Module = QuantLinear(parts, old.bias)
+        else:
+            new = QuantWeight(parts)
+        delattr(parent, attr)
+        setattr(parent, attr, new)
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of every parameter and buffer of a loaded model (quantized parts included)."""
+    seen = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return sum(t.nbytes for t in seen.values())
