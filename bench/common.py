@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark scripts: machine description, medians, JSON last line."""
+"""Shared helpers for the benchmark scripts: the model picker, machine description, medians, JSON last line."""
 
 from __future__ import annotations
 
@@ -7,6 +7,25 @@ import os
 import platform
 import statistics
 import sys
+from pathlib import Path
+
+
+def pick_model(root: Path, model: Path | None, tokenizer: bool = False) -> tuple[Path, str]:
+    """(checkpoint dir, label): dg_lsp.client.pick_model (an explicit path, else the shipped default model), else a
+    random checkpoint of the default model's shape (bench.engine_speed.BENCH_SHAPE) built under `root`, with the
+    tiny test tokenizer when `tokenizer` (the language server needs one)."""
+    from dg_lsp.client import pick_model as pick
+
+    def random_checkpoint() -> tuple[Path, str]:
+        from bench.engine_speed import BENCH_SHAPE, build_bench_checkpoint
+        from engine.testing import build_tiny_checkpoint
+
+        if tokenizer:
+            path = build_tiny_checkpoint(root / "lsp-bench", BENCH_SHAPE, canvas_length=64)
+            return path, "RANDOM checkpoint of the default model's shape (no trained model; tiny tokenizer)"
+        return build_bench_checkpoint(root, 64), "random bench checkpoint (BENCH_SHAPE, random weights)"
+
+    return pick(model, random_checkpoint)
 
 
 def machine() -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import emit, machine, median
+from bench.common import emit, machine, median, pick_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -34,20 +34,6 @@ Progress = Callable[[str], None]
 
 def _noop(_: str) -> None:
     pass
-
-
-def pick_model(root: Path, model: Path | None = None) -> tuple[Path, str]:
-    """(checkpoint dir, label). Order: an explicit path, the shipped default model, the random bench checkpoint."""
-    from engine.engine import default_model_path
-
-    if model is not None:
-        return model, f"checkpoint {model.name}"
-    default = default_model_path()
-    if (default / "model.safetensors").is_file():
-        return default, "default model (trained)"
-    from bench.engine_speed import build_bench_checkpoint
-
-    return build_bench_checkpoint(root, 64), "random bench checkpoint (BENCH_SHAPE, random weights)"
 
 
 def load(path: Path):

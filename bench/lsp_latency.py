@@ -39,10 +39,11 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
-from bench.common import emit, median, percentile
+from bench.common import emit, median, percentile, pick_model
+from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
+from dg_lsp.trace import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("input", "hole", "canvas", "toEngine", "engineGlue", "fromEngine", "post", "answer")
 TARGETS = {"server_overhead_ms_p95": 5.0, "e2e_ms_p50": 300.0, "steps_after_cancel_max": 1}
 
 
@@ -56,38 +57,14 @@ def pick_file(path: Path | None = None) -> Path:
     return min(found, key=lambda p: abs(p.read_text(encoding="utf-8").count("\n") - 5000))
 
 
-def pick_model(root: Path, model: Path | None) -> tuple[Path, str]:
-    from engine.engine import default_model_path
-
-    if model is not None:
-        return model, f"checkpoint {model}"
-    default = default_model_path()
-    if (default / "model.safetensors").is_file() and (default / "tokenizer.json").is_file():
-        return default, "default model (trained)"
-    from bench.engine_speed import BENCH_SHAPE
-    from engine.testing import build_tiny_checkpoint
-
-    path = build_tiny_checkpoint(root / "lsp-bench", BENCH_SHAPE, canvas_length=64)
-    return path, "RANDOM checkpoint of the default model's shape (no trained model yet; tiny tokenizer)"
-
-
 class Client(LanguageClient):
-    """A pygls client that records dg/status and dg/draft and accepts every applyEdit."""
+    """A pygls client recorded by dg_lsp.client (dg/status and dg/draft as dicts, applyEdit accepted), with the
+    replay's two actions: type into a document, ask for an inline item."""
 
     def __init__(self) -> None:
         super().__init__("dg-lsp-bench", "1")
-        self.statuses: list[Any] = []
-        self.drafts: list[Any] = []
-        self.versions: dict[str, int] = {}
+        record(self)
         self._ids = itertools.count(1)
-
-        @self.feature("dg/status")
-        def status(params: Any) -> None:
-            self.statuses.append(params)
-
-        @self.feature("dg/draft")
-        def draft(params: Any) -> None:
-            self.drafts.append(params)
 
         @self.feature(T.WINDOW_WORK_DONE_PROGRESS_CREATE)
         def progress_create(params: Any) -> None:
@@ -96,30 +73,19 @@ class Client(LanguageClient):
         for method in (T.PROGRESS, T.WINDOW_SHOW_MESSAGE, T.WINDOW_LOG_MESSAGE):
             self.feature(method)(lambda params: None)
 
-    def request_stats(self, rid: str) -> Any | None:
-        for s in reversed(self.statuses):
-            req = getattr(s, "request", None)
-            if req is not None and req.id == rid:
-                return req
-        return None
+    def request_stats(self, rid: str) -> dict | None:
+        return request_stats(self, rid)
 
     def configure(self, **settings: Any) -> None:
-        self.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"dg": settings}))
+        configure(self, **settings)
 
     def type_text(self, uri: str, line: int, char: int, text: str, end: tuple[int, int] | None = None) -> None:
-        self.versions[uri] += 1
-        rng = T.Range(T.Position(line, char), T.Position(*(end or (line, char))))
-        self.text_document_did_change(T.DidChangeTextDocumentParams(
-            text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
-            content_changes=[T.TextDocumentContentChangePartial(range=rng, text=text)]))
+        edit_doc(self, uri, line, char, text, end)
 
     def inline(self, uri: str, line: int, char: int) -> tuple[str, asyncio.Future]:
         rid = f"bench-{next(self._ids)}"
-        params = T.InlineCompletionParams(
-            text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line, char),
-            context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic))
-        return rid, asyncio.ensure_future(self.protocol.send_request_async(T.TEXT_DOCUMENT_INLINE_COMPLETION,
-                                                                           params, rid))
+        return rid, asyncio.ensure_future(self.protocol.send_request_async(
+            T.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, char), rid))
 
 
 async def wait_for(pred, timeout: float = 60.0) -> Any:
@@ -156,24 +122,17 @@ async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str
             ms = (time.perf_counter() - t0) * 1e3
             stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
             rows.append({"ms": ms, "first": k == 0, "item": bool(res and res.items),
-                         "responded_ms": getattr(stats, "respondedMs", None),
-                         "engine_wall_ms": getattr(stats, "engineWallMs", None),
-                         "wait_ms": getattr(stats, "waitMs", 0.0), "write_ms": getattr(stats, "writeMs", 0.0),
-                         "stages": _plain(getattr(stats, "stagesMs", None)),
-                         "tree_fresh": getattr(stats, "treeFresh", None),
-                         "engine_ms": getattr(stats, "engineMs", 0.0), "server_ms": getattr(stats, "serverMs", None),
-                         "reused": getattr(stats, "reusedPrefixTokens", 0), "cached": getattr(stats, "cached", None),
-                         "canvas_ms": getattr(stats, "canvasMs", None), "post_ms": getattr(stats, "postMs", None)})
+                         "responded_ms": stats.get("respondedMs"),
+                         "engine_wall_ms": stats.get("engineWallMs"),
+                         "wait_ms": stats.get("waitMs", 0.0), "write_ms": stats.get("writeMs", 0.0),
+                         "stages": stats.get("stagesMs"),
+                         "tree_fresh": stats.get("treeFresh"),
+                         "engine_ms": stats.get("engineMs", 0.0), "server_ms": stats.get("serverMs"),
+                         "reused": stats.get("reusedPrefixTokens", 0), "cached": stats.get("cached"),
+                         "canvas_ms": stats.get("canvasMs"), "post_ms": stats.get("postMs")})
             if verbose:
                 print(rows[-1], file=sys.stderr)
     return rows
-
-
-def _plain(obj: Any) -> dict | None:
-    """A dict from what pygls' client makes of a JSON object (a namedtuple-like `Object`)."""
-    if obj is None or isinstance(obj, dict):
-        return obj
-    return obj._asdict() if hasattr(obj, "_asdict") else dict(vars(obj))
 
 
 async def accept_typing(client: Client, uri: str, text: str, spots: list[tuple[int, str]]) -> list[float]:
@@ -194,7 +153,7 @@ async def accept_typing(client: Client, uri: str, text: str, spots: list[tuple[i
             await fut
             ms = (time.perf_counter() - t0) * 1e3
             stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)
-            if getattr(stats, "cached", None) == "typed-ahead":
+            if stats.get("cached") == "typed-ahead":
                 out.append(ms)
         if len(shown) > 1:  # leave the file as it was (a model's fill may open a quote for the rest of the file)
             client.type_text(uri, line_no, col, "", end=(line_no, col + len(shown) - 1))
@@ -208,7 +167,7 @@ async def cancels(client: Client, uri: str, text: str, trials: int) -> list[int]
     for i, (line_no, _) in enumerate(places(text, trials, 4, seed=1)):
         col = len(lines[line_no])
         rid, fut = client.inline(uri, line_no, col)
-        await wait_for(lambda rid=rid: any(d.requestId == rid for d in client.drafts))
+        await wait_for(lambda rid=rid: any(d["requestId"] == rid for d in client.drafts))
         if i % 2 == 0:
             client.protocol.notify(T.CANCEL_REQUEST, T.CancelParams(id=rid))
         else:
@@ -219,8 +178,8 @@ async def cancels(client: Client, uri: str, text: str, trials: int) -> list[int]
         except Exception:  # the cancelled request's error response
             pass
         stats = await wait_for(lambda rid=rid: client.request_stats(rid))
-        if stats.stepsAfterCancel is not None:
-            out.append(stats.stepsAfterCancel)
+        if stats["stepsAfterCancel"] is not None:
+            out.append(stats["stepsAfterCancel"])
     return out
 
 
@@ -239,14 +198,12 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
         capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
         initialization_options={"debounceMs": 0}))
     client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s.state in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1].state != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1].message}")
+    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1]["state"] != "ready":
+        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
     load_s = time.perf_counter() - t0
     uri = file.resolve().as_uri()
-    client.versions[uri] = 1
-    client.text_document_did_open(T.DidOpenTextDocumentParams(
-        T.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    open_doc(client, uri, text)
 
     n, keys = (4, 5) if quick else (12, 8)
     spots = places(text, 2 * n + 2, keys)
@@ -345,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--verbose", action="store_true", help="print every keystroke's figures to stderr")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model, label = pick_model(Path(tmp), args.model)
+        model, label = pick_model(Path(tmp), args.model, tokenizer=True)
         result = asyncio.run(run(model, label, pick_file(args.file), args.quick, args.verbose))
     print(table(result))
     emit(result)

@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.one:
         print(json.dumps(one(json.loads(args.one)), sort_keys=True))
         return
-    from bench.common import emit, machine
-    from bench.engine_sweep import pick_model
+    from bench.common import emit, machine, pick_model
 
     with tempfile.TemporaryDirectory() as tmp:
         path, label = pick_model(Path(tmp), args.model)

@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench import engine_sweep, memory, plots  # noqa: E402
-from bench.common import emit, machine  # noqa: E402
+from bench.common import emit, machine, pick_model  # noqa: E402
 from bench.report import markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def _editor_latency(model: Path | None, quick: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         if model is None or not (model / "tokenizer.json").is_file():
             model = None  # the server needs a tokenizer: let lsp_latency pick or build its own checkpoint
-        path, label = lat.pick_model(Path(tmp), model)
+        path, label = pick_model(Path(tmp), model, tokenizer=True)
         lat.replay = recording
         try:
             out = asyncio.run(lat.run(path, label, lat.pick_file(None), quick, False))
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
             if not console.is_terminal:  # a log file gets one line per step instead of a live display
                 console.log(s)
 
-        path, label = engine_sweep.pick_model(Path(tmp), args.model)
+        path, label = pick_model(Path(tmp), args.model)
         for section in sections:
             bar.update(overall, description=f"[bold]{section}")
             s0 = time.perf_counter()

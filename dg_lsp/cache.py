@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from engine.seam import InfillBackend
 
 V = TypeVar("V")
 
@@ -57,15 +59,14 @@ def fill_key(context_ids: list[int], canvas_length: int, steps: int | None, entr
 
 
 class MemoEncoder:
-    """`encode` with a small memo. Per keystroke the canvas builder tokenizes the same suffix text (and often the
+    """`encode` with a small memo. Per keystroke the prompt builder tokenizes the same suffix text (and often the
     same prefix text) as for the previous keystroke: its cuts are sticky by design, so most calls repeat.
 
     With `split_before_newline` (true when the tokenizer allows it exactly, see
     `engine.tokens.splits_before_newline`), a text is tokenized as two parts split at its last newline that
     follows a non-whitespace character: the head (the prefix's lines above the cursor) comes from the memo while
-    the user types on one line, and only the tail (the cursor's line) is tokenized. Tokenizing costs about
-    0.4 ms for a 450-character prefix against 0.13 ms for a 40-character line when the tokenizer's code and data
-    are not in the CPU's caches, as on a keystroke after an engine run."""
+    the user types on one line, and only the tail (the cursor's line) is tokenized: a few dozen characters instead
+    of the whole prefix."""
 
     def __init__(self, encode: Callable[[str], list[int]], capacity: int = 64,
                  split_before_newline: bool = False) -> None:
@@ -91,6 +92,25 @@ def _last_split(text: str) -> int:
     while i > 0 and text[i - 1].isspace():
         i = text.rfind("\n", 0, i)
     return i if i > 0 else -1
+
+
+@dataclass
+class FillCaches:
+    """The caches a fill may answer from: `fills` (engine text by engine inputs, for one loaded backend) and the
+    tokenizer memo of the backend in use."""
+
+    fills: LRU[str] = field(default_factory=lambda: LRU(256))
+    _encoder: tuple[InfillBackend, MemoEncoder] | None = None
+
+    def encoder(self, backend: InfillBackend) -> MemoEncoder:
+        """The backend's tokenizer behind a memo, one per backend."""
+        if self._encoder is None or self._encoder[0] is not backend:
+            self._encoder = (backend, MemoEncoder(backend.encode, split_before_newline=backend.splits_before_newline))
+        return self._encoder[1]
+
+    def clear(self) -> None:
+        self.fills.clear()
+        self._encoder = None
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ demo's own copy of the file and sent back as didChange, as an editor does) and e
 
     python -m dg_lsp.demo [--model DIR]
 
-Without --model it uses the shipped default model; when that is missing it says so and builds a tiny random
-checkpoint in a temporary directory (its fills are random tokens: the demo then shows the mechanics only).
+Without --model it uses the shipped default model (dg_lsp.client.pick_model).
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
-from dg_lsp.documents import offset_at
+from dg_lsp.client import open_doc, pick_model, record
+from dg_lsp.documents import line_starts, offset_at
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,29 +69,16 @@ def one_line(text: str, width: int) -> str:
 
 
 class Editor(LanguageClient):
-    """A tiny editor: one open document it keeps in sync, applying the server's edits to its own text."""
+    """A tiny editor: one open document it keeps in sync, applying the server's edits to its own text (a client
+    recorded by dg_lsp.client.record: statuses, drafts and edits)."""
 
     def __init__(self, width: int) -> None:
         super().__init__("dg-lsp-demo", "1")
         self.width = width
         self.text = ""
         self.uri = ""
-        self.version = 0
-        self.statuses: list[Any] = []
-        self.applied: list[T.TextEdit] = []
         self.last_step: dict[str, int] = {}
-
-        @self.feature("dg/status")
-        def status(params: Any) -> None:
-            self.statuses.append(params)
-
-        @self.feature("dg/draft")
-        def draft(params: Any) -> None:
-            self.show_draft(params)
-
-        @self.feature(T.WORKSPACE_APPLY_EDIT)
-        def apply_edit(params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
-            return self.apply(params)
+        record(self, apply=self.apply, on_draft=self.show_draft)
 
         @self.feature(T.WINDOW_WORK_DONE_PROGRESS_CREATE)
         def progress_create(params: Any) -> None:
@@ -104,59 +91,41 @@ class Editor(LanguageClient):
         for method in (T.PROGRESS, T.WINDOW_LOG_MESSAGE):
             self.feature(method)(lambda params: None)
 
-    def show_draft(self, d: Any) -> None:
+    def show_draft(self, d: dict) -> None:
         # A fill of several canvases restarts the step count for each; say so.
-        if not d.done and d.step < self.last_step.get(d.requestId, 0):
+        if not d["done"] and d["step"] < self.last_step.get(d["requestId"], 0):
             print(style("    next canvas (the ones before are now context)", "2"))
-        self.last_step[d.requestId] = d.step
+        self.last_step[d["requestId"]] = d["step"]
         # Long runs print every k-th step so a fill stays on one screen; the last step always shows.
-        every = max(1, d.steps // 16)
-        if d.done or d.step % every == 0 or d.step == 1:
-            label = "final" if d.done else f"step {d.step:>3}/{d.steps}"
-            print(style(f"    {label} │ ", "2") + one_line(d.text, self.width - 18))
+        every = max(1, d["steps"] // 16)
+        if d["done"] or d["step"] % every == 0 or d["step"] == 1:
+            label = "final" if d["done"] else f"step {d['step']:>3}/{d['steps']}"
+            print(style(f"    {label} │ ", "2") + one_line(d["text"], self.width - 18))
 
     def open(self, uri: str, text: str) -> None:
-        self.uri, self.text, self.version = uri, text, 1
-        self.text_document_did_open(T.DidOpenTextDocumentParams(
-            T.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+        self.uri, self.text = uri, text
+        open_doc(self, uri, text)
 
     def apply(self, params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
         (change,) = params.edit.document_changes
-        if change.text_document.version != self.version:
+        if change.text_document.version != self.versions[self.uri]:
             return T.ApplyWorkspaceEditResult(applied=False, failure_reason="stale version")
         (edit,) = change.edits
-        start = offset_at(self.text, edit.range.start.line, edit.range.start.character, "utf-16")
-        end = offset_at(self.text, edit.range.end.line, edit.range.end.character, "utf-16")
+        starts = line_starts(self.text)
+        start = offset_at(self.text, edit.range.start.line, edit.range.start.character, "utf-16", starts)
+        end = offset_at(self.text, edit.range.end.line, edit.range.end.character, "utf-16", starts)
         self.text = self.text[:start] + edit.new_text + self.text[end:]
-        self.version += 1
-        self.applied.append(edit)
+        self.versions[self.uri] += 1
         self.text_document_did_change(T.DidChangeTextDocumentParams(
-            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.versions[self.uri]),
             content_changes=[T.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text)]))
         return T.ApplyWorkspaceEditResult(applied=True)
 
-    def last_request(self) -> Any | None:
+    def last_request(self) -> dict | None:
         for s in reversed(self.statuses):
-            if getattr(s, "request", None) is not None:
-                return s.request
+            if s.get("request") is not None:
+                return s["request"]
         return None
-
-
-def pick_model(model: Path | None, tmp: Path) -> tuple[Path | None, str]:
-    """(path for --model or None for the default, label)."""
-    if model is not None:
-        return model, f"checkpoint {model}"
-    from engine.engine import default_model_path
-
-    default = default_model_path()
-    if (default / "model.safetensors").is_file():
-        return None, f"default model ({default})"
-    print(style(f"No trained default model at {default}: building a tiny RANDOM checkpoint in a temp dir.", "33"))
-    print(style("Its fills are random tokens; this run shows the mechanics (drafts, edits, latency), not quality.",
-                "33"))
-    from engine.testing import build_tiny_checkpoint
-
-    return build_tiny_checkpoint(tmp / "tiny-random", "mixed", canvas_length=16), "TINY RANDOM checkpoint"
 
 
 def show_region(text: str, first: int, last: int, changed: tuple[int, int]) -> None:
@@ -167,14 +136,14 @@ def show_region(text: str, first: int, last: int, changed: tuple[int, int]) -> N
 
 
 async def run_command(ed: Editor, command: str, argument: dict, what: str) -> dict:
-    before = len(ed.applied)
+    before = len(ed.applied_edits)
     t0 = time.perf_counter()
     result = await ed.workspace_execute_command_async(T.ExecuteCommandParams(command=command,
                                                                              arguments=[argument]))
     ms = (time.perf_counter() - t0) * 1e3
     req = ed.last_request()
-    if result["applied"] and len(ed.applied) > before:
-        edit = ed.applied[-1]
+    if result["applied"] and len(ed.applied_edits) > before:
+        (edit,) = ed.applied_edits[-1].edit.document_changes[0].edits
         n_new = edit.new_text.count("\n")
         start = edit.range.start.line
         print(style(f"  applied ({what}):", "32"))
@@ -183,17 +152,17 @@ async def run_command(ed: Editor, command: str, argument: dict, what: str) -> di
         print(style(f"  not applied: {result['reason']}", "33"))
     extra = ""
     if req is not None:
-        extra = (f" (engine {req.engineMs:.0f} ms, {req.steps} steps, server {req.serverMs:.1f} ms, "
-                 f"prefix KV reused {req.reusedPrefixTokens} tokens)")
+        extra = (f" (engine {req['engineMs']:.0f} ms, {req['steps']} steps, server {req['serverMs']:.1f} ms, "
+                 f"prefix KV reused {req['reusedPrefixTokens']} tokens)")
     print(f"  latency: {style(f'{ms:.0f} ms', '1')}{extra}\n")
     return {"what": what, "ms": ms, "applied": bool(result["applied"])}
 
 
-async def demo(model: Path | None, label: str, workdir: Path) -> list[dict]:
+async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
     width = shutil.get_terminal_size((100, 20)).columns
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    cmd = ["-m", "dg_lsp", *(["--model", str(model)] if model is not None else [])]
+    cmd = ["-m", "dg_lsp", "--model", str(model)]
     ed = Editor(width)
     await ed.start_io(sys.executable, *cmd, env=env)
     print(f"model: {style(label, '1')}")
@@ -202,10 +171,10 @@ async def demo(model: Path | None, label: str, workdir: Path) -> list[dict]:
         capabilities=T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(apply_edit=True)),
         initialization_options={"drafts": True}))
     ed.initialized(T.InitializedParams())
-    while not any(s.state in ("ready", "error") for s in ed.statuses):
+    while not any(s["state"] in ("ready", "error") for s in ed.statuses):
         await asyncio.sleep(0.01)
-    if ed.statuses[-1].state != "ready":
-        raise SystemExit(f"the server could not load the model: {ed.statuses[-1].message}")
+    if ed.statuses[-1]["state"] != "ready":
+        raise SystemExit(f"the server could not load the model: {ed.statuses[-1]['message']}")
     print(f"server ready in {time.perf_counter() - t0:.1f} s\n")
 
     path = workdir / "shapes.py"
@@ -246,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: the shipped model)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model, label = pick_model(args.model)
     with tempfile.TemporaryDirectory(prefix="dg-demo-") as tmp:
-        model, label = pick_model(args.model, Path(tmp))
         asyncio.run(demo(model, label, Path(tmp)))
     return 0
 

@@ -29,7 +29,7 @@ from dg_lsp.languages import LangSpec, grammar_key, parse_until, parser, spec
 Encoding = Literal["utf-8", "utf-16", "utf-32"]
 
 # Above this many UTF-8 bytes we keep no tree (parsing a 10 MB file per keystroke would stall the loop); the
-# context layer then falls back to line-based holes.
+# hole finder then falls back to line-based holes.
 MAX_TREE_BYTES = 2_000_000
 _BREAK = re.compile("\r\n|\r|\n")
 _LONE_CR = re.compile("\r(?!\n)")
@@ -97,22 +97,10 @@ def _end_of_row(text: str, starts: np.ndarray, row: int) -> int:
     return nxt - 2 if nxt >= 2 and text[nxt - 2] == "\r" and text[nxt - 1] == "\n" else nxt - 1
 
 
-def line_start_of(text: str, offset: int, starts: np.ndarray | None = None) -> int:
-    starts = line_starts(text) if starts is None else starts
-    return int(starts[_row(starts, min(max(offset, 0), len(text)))])
-
-
-def line_end_of(text: str, offset: int, starts: np.ndarray | None = None) -> int:
-    """End of the line containing `offset`: before its line break (an offset inside a "\\r\\n" stays put)."""
-    starts = line_starts(text) if starts is None else starts
-    offset = min(max(offset, 0), len(text))
-    return max(_end_of_row(text, starts, _row(starts, offset)), offset)
-
-
-def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray | None = None) -> int:
-    """LSP position -> index into `text`. Clamps (never raises): past a line's end -> the line end; past the
-    last line -> len(text); negative values -> 0. `starts` (the text's `line_starts`) makes it O(1)."""
-    return _locate(text, line, character, encoding, line_starts(text) if starts is None else starts)[0]
+def offset_at(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray) -> int:
+    """LSP position -> index into `text` (`starts`: its `line_starts`). Clamps (never raises): past a line's end ->
+    the line end; past the last line -> len(text); negative values -> 0."""
+    return _locate(text, line, character, encoding, starts)[0]
 
 
 def _locate(text: str, line: int, character: int, encoding: Encoding, starts: np.ndarray) -> tuple[int, int, int]:
@@ -126,10 +114,9 @@ def _locate(text: str, line: int, character: int, encoding: Encoding, starts: np
     return pos + _chars_for_units(text[pos:end], character, encoding), row, pos
 
 
-def position_at(text: str, offset: int, encoding: Encoding, starts: np.ndarray | None = None) -> tuple[int, int]:
-    """Index into `text` -> LSP (line, character). The offset is clamped to [0, len(text)]. `starts` (the text's
-    `line_starts`) makes the line O(log n)."""
-    starts = line_starts(text) if starts is None else starts
+def position_at(text: str, offset: int, encoding: Encoding, starts: np.ndarray) -> tuple[int, int]:
+    """Index into `text` (`starts`: its `line_starts`) -> LSP (line, character). The offset is clamped to
+    [0, len(text)]."""
     offset = min(max(offset, 0), len(text))
     row = _row(starts, offset)
     start = int(starts[row])
@@ -201,8 +188,9 @@ class Snapshot:
         return int(self.starts[_row(self.starts, min(max(offset, 0), len(self.text)))])
 
     def line_end(self, offset: int) -> int:
-        """End of the line holding `offset`, before its line break."""
-        return line_end_of(self.text, offset, self.starts)
+        """End of the line holding `offset`, before its line break (an offset inside a "\\r\\n" stays put)."""
+        offset = min(max(offset, 0), len(self.text))
+        return max(_end_of_row(self.text, self.starts, _row(self.starts, offset)), offset)
 
     def line_of(self, offset: int) -> int:
         return _row(self.starts, min(max(offset, 0), len(self.text)))
@@ -218,7 +206,7 @@ class Document:
     """One open document. Mutated only on the event loop; workers read `snapshot()`s.
 
     A change applies the text and `Tree.edit`s the tree but does not reparse: the reparse happens when a tree
-    is needed (`tree`, `snapshot`), so a burst of keystrokes costs one parse. tree-sitter's error recovery can
+    is needed (`snapshot`, `parse`), so a burst of keystrokes costs one parse. tree-sitter's error recovery can
     make one incremental reparse of a big file take tens of milliseconds (an unclosed quote), so the keystroke
     path asks for a bounded one (`snapshot(budget_s)`) and the server finishes it in slices (`parse(budget_s)`
     resumes a stopped parse) between requests.
@@ -242,12 +230,6 @@ class Document:
         self._lone_crs = _lone_crs(text, 0, len(text))  # lone "\r"s: then tree-sitter's rows differ from ours
         # The first parse; with a budget (the server's didOpen) a big file finishes in the background.
         self.parse(parse_budget_s)
-
-    @property
-    def tree(self) -> tree_sitter.Tree | None:
-        """The tree of the current text (reparsed now if a change came since)."""
-        self.parse()
-        return self._tree
 
     @property
     def tree_fresh(self) -> bool:

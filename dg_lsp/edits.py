@@ -23,8 +23,8 @@ import re
 
 from lsprotocol import types
 
-from dg_lsp.context import Hole, leading_ws
 from dg_lsp.documents import Encoding, Snapshot
+from dg_lsp.holes import Hole, leading_ws
 from dg_lsp.syntax import KEYSTROKE_PARSE_BYTES, SyntaxCheck, validate
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}

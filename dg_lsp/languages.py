@@ -12,7 +12,7 @@ import tree_sitter
 
 @dataclass(frozen=True)
 class LangSpec:
-    """Node types of one grammar that the context/canvas/edits layers care about.
+    """Node types of one grammar that hole finding, prompt building and the syntax gate care about.
 
     statements: nodes that are one statement/declaration (the "statement" hole and scope walking).
     blocks:     nodes holding a body of statements between `{`/`}` or after `:` (the "block_body" hole).
@@ -244,8 +244,8 @@ def parser(key: str) -> tree_sitter.Parser | None:
 
 
 # py-tree-sitter (0.26) keeps the last chunk its read callback returned when a parse stops at the progress
-# callback, one per stopped slice: 64 KB chunks held ~55 MB after a 1.2 MB file was parsed in 1 ms slices. Small
-# chunks keep that to a few hundred KB; reading them costs about a microsecond each.
+# callback, one chunk per stopped slice, until the process ends: with big chunks a big file parsed in slices left
+# tens of MB behind (figures in the commit that set this). Small chunks keep that small.
 READ_CHUNK = 512
 
 

@@ -24,8 +24,8 @@ import warnings
 
 import tree_sitter
 
-from dg_lsp.context import Hole, leading_ws
 from dg_lsp.documents import Snapshot
+from dg_lsp.holes import Hole, leading_ws
 from dg_lsp.languages import language, parse_until, parser
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
@@ -37,8 +37,8 @@ WINDOW_LINES = 25
 WINDOW_MAX_CHARS = 8_000  # whatever the lines: a one-line 5 MB file gets a window of this size
 # Bytes the shortening search may parse for one fill (tree-sitter and Python's parser both count; the fill itself is
 # always checked and the first MIN_TRIES shorter candidates always tried): a keystroke's answer is due at once, a
-# command (an explicit action with a progress bar) may search longer. About 10 MB/s for each parser on this
-# project's 2-core machine, so 12 KB is about a millisecond.
+# command (an explicit action with a progress bar) may search longer. A count, not a clock: the answer must not
+# depend on the machine's load.
 KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dg_lsp.config import BACKENDS, Settings
+from engine.seam import InfillBackend
 
-BACKENDS = ("embedded", "service", "openai")
 
-
-def build_backend(settings: Any) -> Any:
+def build_backend(settings: Settings) -> InfillBackend:
     """Blocking (loads a model or connects to a server): call it on the engine thread."""
     backend = getattr(settings, "backend", "embedded")
     if backend == "service":
@@ -19,7 +18,7 @@ def build_backend(settings: Any) -> Any:
 
         return OpenAIBackend.connect(settings)
     if backend == "embedded":
-        from dg_lsp.worker import load_engine
+        from dg_lsp.loading import load_engine
 
         return load_engine(settings)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")

@@ -1,5 +1,6 @@
-"""Helpers for end-to-end server tests: pytest-lsp clients that start the real `dg-lsp` over stdio, record every
-workspace/applyEdit, dg/status and dg/draft, and answer applyEdit; document helpers; polling."""
+"""Helpers for end-to-end server tests: pytest-lsp clients that start the real `dg-lsp` over stdio, recorded by
+dg_lsp.client (every workspace/applyEdit, dg/status and dg/draft; applyEdit answered with `apply_result`), and
+polling. Each test module's `client` fixture starts one server per test, so no test sees another's state."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
+from dg_lsp.client import edit_doc, inline_params, open_doc, record, request_stats
+
+__all__ = ["edit_doc", "inline_params", "open_doc", "request_stats", "requests_done", "server_command",
+           "server_env", "start_server", "stop_server", "wait_for"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,36 +35,7 @@ def server_command(model: Path, *extra: str) -> list[str]:
 
 
 def make_client() -> LanguageClient:
-    """pytest-lsp's client plus recorders for our edits and notifications."""
-    client = make_test_lsp_client()
-    client.applied_edits = []  # list[T.ApplyWorkspaceEditParams]
-    client.statuses = []  # list[dict]
-    client.drafts = []  # list[dict]
-    client.apply_result = True
-
-    @client.feature(T.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
-        client.applied_edits.append(params)
-        return T.ApplyWorkspaceEditResult(applied=client.apply_result)
-
-    @client.feature("dg/status")
-    def status(params: Any) -> None:
-        client.statuses.append(as_dict(params))
-
-    @client.feature("dg/draft")
-    def draft(params: Any) -> None:
-        client.drafts.append(as_dict(params))
-
-    return client
-
-
-def as_dict(params: Any) -> dict:
-    """pygls hands custom-notification params over as a namedtuple-like object; tests want plain dicts."""
-    if isinstance(params, dict):
-        return params
-    if hasattr(params, "_asdict"):
-        return {k: as_dict(v) if hasattr(v, "_asdict") else v for k, v in params._asdict().items()}
-    return dict(vars(params))
+    return record(make_test_lsp_client())
 
 
 CAPABILITIES = T.ClientCapabilities(
@@ -102,31 +78,6 @@ async def wait_for(pred: Callable[[], Any], timeout: float = 20.0, what: str = "
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"timed out waiting for {what or pred}")
         await asyncio.sleep(0.005)
-
-
-_versions: dict[str, int] = {}
-
-
-def open_doc(client: LanguageClient, uri: str, text: str, language_id: str = "python") -> None:
-    _versions[uri] = 1
-    client.text_document_did_open(T.DidOpenTextDocumentParams(
-        T.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)))
-
-
-def edit_doc(client: LanguageClient, uri: str, line: int, char: int, new_text: str,
-             end: tuple[int, int] | None = None) -> int:
-    """An incremental didChange replacing (line, char)..end with `new_text`; returns the new version."""
-    _versions[uri] += 1
-    el, ec = end if end is not None else (line, char)
-    rng = T.Range(T.Position(line, char), T.Position(el, ec))
-    client.text_document_did_change(T.DidChangeTextDocumentParams(
-        text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=_versions[uri]),
-        content_changes=[T.TextDocumentContentChangePartial(range=rng, text=new_text)]))
-    return _versions[uri]
-
-
-def version_of(uri: str) -> int:
-    return _versions[uri]
 
 
 def requests_done(client: LanguageClient, request_id: str) -> list[dict]:

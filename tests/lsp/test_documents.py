@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from dg_lsp.documents import Document, DocumentStore, line_starts, offset_at, position_at
+from dg_lsp.documents import Document, DocumentStore, line_starts
+from dg_lsp.documents import offset_at as _offset_at
+from dg_lsp.documents import position_at as _position_at
+
+
+def offset_at(text: str, line: int, character: int, encoding: str) -> int:
+    return _offset_at(text, line, character, encoding, line_starts(text))
+
+
+def position_at(text: str, offset: int, encoding: str) -> tuple[int, int]:
+    return _position_at(text, offset, encoding, line_starts(text))
 
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
 CODECS = {"utf-8": ("utf-8", 1), "utf-16": ("utf-16-le", 2), "utf-32": ("utf-32-le", 4)}
@@ -43,10 +51,11 @@ def assert_same_as_rebuild(doc: Document) -> None:
     assert doc.starts.tolist() == line_starts(doc.text).tolist()  # the line index, spliced per change
     assert doc.snapshot(0.0).offset_at(10**6, 0, "utf-16") == len(doc.text)
     fresh = Document(doc.uri, doc.language_id, doc.version, doc.text)
-    assert (doc.tree is None) == (fresh.tree is None)
-    if fresh.tree is not None:
-        assert str(doc.tree.root_node) == str(fresh.tree.root_node)
-        assert nodes(doc.tree) == nodes(fresh.tree)
+    mine, theirs = doc.snapshot().tree, fresh.snapshot().tree
+    assert (mine is None) == (theirs is None)
+    if theirs is not None:
+        assert str(mine.root_node) == str(theirs.root_node)
+        assert nodes(mine) == nodes(theirs)
 
 
 # ---- position conversion ----
@@ -58,7 +67,6 @@ def test_position_roundtrip_non_ascii(encoding):
     for offset in range(len(text) + 1):
         pos = position_at(text, offset, encoding)
         assert pos == ref_position(text, offset, encoding)
-        assert position_at(text, offset, encoding, line_starts(text)) == pos  # the line by binary search
         if text[offset - 1 : offset] != "\r" or offset == 0:  # the "\r" of "\r\n" is not addressable
             assert offset_at(text, *pos, encoding) == offset
 
@@ -74,15 +82,6 @@ def test_known_columns():
     assert offset_at(text, 0, 2, "utf-8") == 1
     assert offset_at(text, 0, 2, "utf-16") == 1
     assert offset_at(text, 1, 2, "utf-8") == 4
-
-
-@pytest.mark.parametrize("encoding", ENCODINGS)
-def test_line_index_gives_the_same_offsets(encoding):
-    text = "a😀b\n日本語x\r\n\n🎉🎉\nlast"
-    starts = line_starts(text)
-    for line in range(-1, 7):
-        for char in range(-1, 9):
-            assert offset_at(text, line, char, encoding, starts) == offset_at(text, line, char, encoding)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -185,7 +184,7 @@ def test_store_unknown_and_close():
 def test_languages(language_id, key):
     doc = Document("file:///x", language_id, 1, "x")
     assert doc.language == key
-    assert (doc.tree is not None) == (key is not None)
+    assert (doc.snapshot().tree is not None) == (key is not None)
 
 
 def test_snapshot_byte_char_offsets():
@@ -195,10 +194,9 @@ def test_snapshot_byte_char_offsets():
     assert snap.byte_offset(snap.char_offset(t_node.start_byte)) == t_node.start_byte
 
 
-def test_huge_document_does_not_hang():
+def test_a_document_past_the_tree_size_cap_keeps_its_text_and_no_tree():
     line = "value = compute(a, b)  # 日本 😀\n"
     text = line * (10_000_000 // len(line.encode()))
-    t0 = time.perf_counter()
     store = DocumentStore()
     store.open("file:///big.py", "python", 1, text)
     last = text.count("\n") - 1
@@ -206,8 +204,7 @@ def test_huge_document_does_not_hang():
         store.change("file:///big.py", v, [change(last, 3, last, 3, "Z")], "utf-16")
     snap = store.snapshot("file:///big.py")
     assert snap.tree is None and snap.language == "python"
-    assert snap.text.count("Z") == 3
-    assert time.perf_counter() - t0 < 5.0
+    assert snap.text.count("Z") == 3 and snap.text.splitlines()[last].startswith("valZZZue")
 
 
 # ---- the reparse: lazy, bounded, resumable ----

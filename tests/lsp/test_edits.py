@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dg_lsp.context import Hole, hole_at_cursor, hole_for_selection
 from dg_lsp.documents import Document, Snapshot
 from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.holes import Hole, hole_at_cursor, hole_for_selection
 from dg_lsp.syntax import COMMAND_PARSE_BYTES, SyntaxCheck, check_window, error_starts, prepare_check
 
 

@@ -3,6 +3,7 @@ internals), not raised."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from lsprotocol import types as T
@@ -19,7 +20,8 @@ def structured(server, message: dict):
     return json.loads(json.dumps(message), object_hook=server.protocol.structure_message)
 
 
-async def test_did_change_reaches_the_store_and_sets_the_arrival():  # a loop: the reparse is scheduled
+async def test_did_change_reaches_the_store_and_sets_the_arrival():
+    """(Async: the handler schedules the background reparse on the running loop.)"""
     server = build_server(engine_factory=lambda s: None)
     server.store.open("file:///a.py", "python", 1, "x = 1\n")
     server.protocol.arrived_at = 123.0
@@ -28,6 +30,9 @@ async def test_did_change_reaches_the_store_and_sets_the_arrival():  # a loop: t
     assert doc.text == "xy = 1\n" and doc.version == 2
     assert server.protocol.received_at == 123.0 and server.protocol.arrived_at is None
     assert server._change_at["file:///a.py"][0] == 123.0
+    server.store.close("file:///a.py")  # the background reparse ends with its document
+    while server._reparses:
+        await asyncio.sleep(0.001)
 
 
 async def test_a_failing_did_change_handler_is_reported_and_the_next_message_served():

@@ -11,14 +11,12 @@ import pytest_asyncio
 from lsprotocol import types as T
 from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, wait_for
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
 STEPS = 200  # long enough (~1 s on the tiny model) that every cancel lands mid-run
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 _ids = itertools.count(1)
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture
 async def client(tiny_ckpt):
     c = await start_server(tiny_ckpt, {"drafts": True, "steps": STEPS, "debounceMs": 0})
     yield c

@@ -1,9 +1,9 @@
 """End to end over stdio with the real engine on a tiny random checkpoint: capabilities, loading, the three
 request kinds, codeAction -> executeCommand -> applyEdit, caches, incremental sync reaching the server.
 
-One server per module (starting one costs seconds on a shared CPU); every test uses its own document URI.
-The checkpoint is random, so fills are gibberish: tests check the protocol, never the text. Documents are
-"plaintext" where a test needs a non-empty fill (no grammar: nothing is rejected for bad syntax).
+One fresh server per test (no test sees another's documents, caches or settings). The checkpoint is random, so
+fills are gibberish: tests check the protocol, never the text. Documents are "plaintext" where a test needs a
+non-empty fill (no grammar: nothing is rejected for bad syntax).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import asyncio
 import pytest
 import pytest_asyncio
 from lsprotocol import types as T
-from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, version_of, wait_for
+from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, wait_for
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+from dg_lsp.trace import STAGES
 
 SETTINGS = {"drafts": True, "steps": 6, "debounceMs": 0}
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture
 async def client(tiny_ckpt):
     c = await start_server(tiny_ckpt, SETTINGS)
     yield c
@@ -64,12 +64,13 @@ async def test_code_action_execute_command_apply_edit_round_trip(client):
         before = len(client.applied_edits)
         result = await client.workspace_execute_command_async(
             T.ExecuteCommandParams(command=action.command, arguments=action.arguments))
-        assert result["applied"] is True and result["reason"] is None and result["latencyMs"] > 0, result
+        assert result["applied"] is True and result["reason"] is None, result
+        assert set(result) == {"applied", "reason", "latencyMs"}
         assert len(client.applied_edits) == before + 1  # exactly one applyEdit: one undo step
         edit = client.applied_edits[-1].edit
         assert edit.changes is None and len(edit.document_changes) == 1
         doc_edit = edit.document_changes[0]
-        assert doc_edit.text_document.uri == uri and doc_edit.text_document.version == version_of(uri)
+        assert doc_edit.text_document.uri == uri and doc_edit.text_document.version == client.versions[uri]
         assert len(doc_edit.edits) == 1 and doc_edit.edits[0].new_text
     rewrite = client.applied_edits[-1].edit.document_changes[0].edits[0]
     assert rewrite.range.start.line == 1  # the selection's line (the hole may widen to whole lines)
@@ -150,7 +151,7 @@ async def test_incremental_changes_reach_the_server_document(client):
     edit_doc(client, uri, 0, 0, "one two\nthree\n")
     edit_doc(client, uri, 1, 5, " four\n    five")  # "one two\nthree four\n    five\n"
     edit_doc(client, uri, 1, 0, "", end=(1, 6))  # "one two\nfour\n    five\n"
-    version = version_of(uri)
+    version = client.versions[uri]
     result = await client.workspace_execute_command_async(
         T.ExecuteCommandParams(command="dg.fillHole", arguments=[arg]))
     assert result["applied"], result
@@ -167,11 +168,31 @@ async def test_status_reports_each_request(client):
     await client.workspace_execute_command_async(T.ExecuteCommandParams(
         command="dg.fillHole", arguments=[{"textDocument": {"uri": uri}, "position": {"line": 0, "character": 5}}]))
     last = client.statuses[-1]
-    assert last["state"] == "ready" and last["lastLatencyMs"] > 0
     req = last["request"]
-    assert req["uri"] == uri and req["steps"] >= 1 and req["reusedPrefixTokens"] >= 0
-    assert req["engineMs"] > 0 and req["serverMs"] >= 0
+    assert last["state"] == "ready" and last["lastLatencyMs"] == round(req["totalMs"], 1)
+    assert req["uri"] == uri and req["version"] == 1 and 1 <= req["steps"] <= SETTINGS["steps"]
+    assert req["cached"] is False and req["reason"] is None and req["canvasLength"] in (16, 32, 64)
+    assert req["serverMs"] == round(req["totalMs"] - req["engineMs"], 3)  # the handler's time without the engine
     assert requests_done(client, req["id"])
+
+
+async def test_a_keystroke_reuses_the_engine_prefix_cache(client):
+    """Typing at the end of a document changes only the prompt's tail (suffix-first layout): the next fill
+    reuses the engine's KV cache of the common prefix, and says so."""
+    uri = "file:///prefix.txt"
+    text = TEXT * 12
+    open_doc(client, uri, text, "plaintext")
+    last = text.count("\n")
+    fill = {"textDocument": {"uri": uri}, "position": {"line": last, "character": 0}}
+    await client.workspace_execute_command_async(T.ExecuteCommandParams(command="dg.fillHole", arguments=[fill]))
+    first = client.statuses[-1]["request"]
+    client.apply_result = False  # keep the document as typed below: the client refuses the fills
+    edit_doc(client, uri, last, 0, "omega")
+    fill["position"] = {"line": last, "character": 5}
+    await client.workspace_execute_command_async(T.ExecuteCommandParams(command="dg.fillHole", arguments=[fill]))
+    second = client.statuses[-1]["request"]
+    assert first["reusedPrefixTokens"] == 0 and first["contextTokens"] > 64
+    assert 0 < second["reusedPrefixTokens"] < second["contextTokens"]
 
 
 async def test_language_filter_and_disable(client):
@@ -193,7 +214,7 @@ async def test_language_filter_and_disable(client):
 
 async def test_command_reports_work_done_progress(client):
     uri = "file:///progress.txt"
-    open_doc(client, uri, "progress " + TEXT, "plaintext")  # a context no earlier test cached
+    open_doc(client, uri, TEXT, "plaintext")
     token = "client-token-1"
     client.progress_reports[token] = []  # a client-created token (pytest-lsp warns about unknown ones)
     res = await client.workspace_execute_command_async(T.ExecuteCommandParams(
@@ -220,8 +241,9 @@ async def test_the_reparse_runs_while_the_server_is_idle(client):
 
 
 async def test_keystroke_figures_and_the_check_prepared_while_the_engine_runs(client):
-    """A keystroke's dg/status: the server's time from the didChange to the answer handed over (with the idle wait
-    for the request apart), and the syntax check's baseline prepared on the loop during the engine's steps."""
+    """A keystroke's dg/status: the server's time from the didChange to the answer handed over, split into stages
+    that add up to it (with the idle wait for the request and the engine's time apart), and the syntax check's
+    baseline prepared on the loop during the engine's steps."""
     uri = "file:///figures.py"
     open_doc(client, uri, "def f(a):\n    return a\n\nprint(f(1))\n", "python")
     client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"steps": 48}))
@@ -236,10 +258,8 @@ async def test_keystroke_figures_and_the_check_prepared_while_the_engine_runs(cl
         client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"steps": 6}))
     assert st["steps"] >= 2 and st["reason"] in (None, "empty fill")
     assert st["checkPrepared"] is True
-    assert st["waitMs"] >= 40  # the 50 ms sleep, not counted as the server's own time
     assert st["respondedMs"] >= st["waitMs"] + st["engineMs"]
-    assert st["writeMs"] >= 0
     stages = st["stagesMs"]  # contiguous: together they are the server's own time
-    assert list(stages) == ["input", "hole", "canvas", "toEngine", "engineGlue", "fromEngine", "post", "answer"]
+    assert tuple(stages) == STAGES
     assert min(stages.values()) >= 0
     assert abs(sum(stages.values()) - (st["respondedMs"] - st["waitMs"] - st["engineMs"])) < 0.05

@@ -26,7 +26,14 @@ class Token:
 
 
 class SlowEngine:
-    """Runs `steps` steps of `step_s` seconds, checking the token before each (as the real engine does)."""
+    """Runs `steps` steps of `step_s` seconds, checking the token before each (as the real engine does). Only the
+    parts of engine.seam.InfillBackend the worker uses."""
+
+    model_name = "slow"
+
+    def new_cancel_token(self) -> Token:
+        return Token()
+
 
     def __init__(self, step_s: float = 0.01) -> None:
         self.step_s = step_s
@@ -49,7 +56,7 @@ class SlowEngine:
 
 
 async def ready_worker(engine) -> Worker:
-    w = Worker(lambda s: engine, Token, check=None)
+    w = Worker(lambda s: engine, check=None)
     await w.load(Settings())
     assert w.state == "ready" and w.engine is engine
     return w
@@ -59,7 +66,7 @@ async def test_load_failure_is_reported_not_raised():
     def broken(settings):
         raise FileNotFoundError("no such checkpoint")
 
-    w = Worker(broken, Token)
+    w = Worker(broken)
     await w.load(Settings(model_path="/nope"))
     assert w.state == "error" and "no such checkpoint" in w.error and w.engine is None
     w.shutdown()
@@ -68,7 +75,7 @@ async def test_load_failure_is_reported_not_raised():
 async def test_engine_runs_off_the_loop_thread():
     eng = SlowEngine(0.001)
     w = await ready_worker(eng)
-    t = w.ticket("file:///a.py", "1", "inline")
+    t = w.ticket("file:///a.py", "1", "keystroke", Token())
     res = await w.infill(t, EngineJob([1, 2], 16, 4, None))
     assert res.steps == 4 and t.steps_done == 4
     assert eng.threads[0] is not threading.current_thread()
@@ -76,7 +83,7 @@ async def test_engine_runs_off_the_loop_thread():
 
 
 async def test_debounce_latest_wins():
-    w = Worker(lambda s: None, Token)
+    w = Worker(lambda s: None)
     results = await asyncio.gather(*(w.debounce("u", 20) for _ in range(5)), w.debounce("other", 20))
     assert results == [False, False, False, False, True, True]
     w.shutdown()
@@ -88,7 +95,7 @@ async def test_cancel_stops_within_one_step(how):
     w = await ready_worker(eng)
     seen = asyncio.Event()
     loop = asyncio.get_running_loop()
-    t = w.ticket("file:///a.py", "7", "command")
+    t = w.ticket("file:///a.py", "7", "command", Token())
     job = EngineJob([1], 16, 200, None, on_step=lambda d: d.step == 3 and loop.call_soon_threadsafe(seen.set))
     task = asyncio.ensure_future(w.infill(t, job))
     await seen.wait()
@@ -113,11 +120,11 @@ async def test_cancel_stops_within_one_step(how):
 
 
 async def test_new_inline_job_supersedes_inline_but_not_command():
-    w = Worker(lambda s: None, Token)
-    cmd = w.ticket("u", "1", "command")
-    old = w.ticket("u", "2", "inline")
-    other = w.ticket("v", "3", "inline")
-    new = w.ticket("u", "4", "inline")
+    w = Worker(lambda s: None)
+    cmd = w.ticket("u", "1", "command", Token())
+    old = w.ticket("u", "2", "keystroke", Token())
+    other = w.ticket("v", "3", "keystroke", Token())
+    new = w.ticket("u", "4", "keystroke", Token())
     assert old.token.cancelled and old.why_cancelled == "superseded"
     assert not cmd.token.cancelled and not other.token.cancelled and not new.token.cancelled
     w.shutdown()
@@ -126,8 +133,8 @@ async def test_new_inline_job_supersedes_inline_but_not_command():
 async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
     eng = SlowEngine(0.01)
     w = await ready_worker(eng)
-    first = w.ticket("u", "1", "command")
-    second = w.ticket("u", "2", "command")
+    first = w.ticket("u", "1", "command", Token())
+    second = w.ticket("u", "2", "command", Token())
     a = asyncio.ensure_future(w.infill(first, EngineJob([1], 16, 10, None)))
     b = asyncio.ensure_future(w.infill(second, EngineJob([1], 16, 10, None)))
     second.cancel("test")
@@ -182,14 +189,14 @@ class NoFillEngine(SlowEngine):
 
 
 async def test_ready_only_after_a_check_fill():
-    w = Worker(lambda s: NoFillEngine(), Token)
+    w = Worker(lambda s: NoFillEngine())
     await w.load(Settings())
     assert w.state == "error" and w.engine is None
     assert "check fill failed" in w.error and "cannot encode" in w.error
     w.shutdown()
     good = SlowEngine(0.0)
     good.prompt_format, good.encode = NoFillEngine.prompt_format, lambda text: [2] * len(text)
-    w = Worker(lambda s: good, Token)
+    w = Worker(lambda s: good)
     await w.load(Settings())
     assert w.state == "ready" and good.calls == 1  # the check fill ran once
     w.shutdown()

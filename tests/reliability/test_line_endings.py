@@ -31,13 +31,14 @@ def test_the_issue_case_edits_line_one():
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
 def test_positions_with_every_line_ending(encoding):
     text = "é\r😀x\r\n日\nlast"
-    assert position_at(text, text.index("x"), encoding)[0] == 1
-    assert position_at(text, text.index("日"), encoding) == (2, 0)
-    assert position_at(text, text.index("last"), encoding) == (3, 0)
-    assert offset_at(text, 1, 0, encoding) == text.index("😀")
-    assert offset_at(text, 0, 99, encoding) == text.index("\r")  # past a line's end: before its break
-    assert offset_at(text, 1, 99, encoding) == text.index("\r\n")
-    assert offset_at(text, 4, 0, encoding) == len(text)
+    starts = line_starts(text)
+    assert position_at(text, text.index("x"), encoding, starts)[0] == 1
+    assert position_at(text, text.index("日"), encoding, starts) == (2, 0)
+    assert position_at(text, text.index("last"), encoding, starts) == (3, 0)
+    assert offset_at(text, 1, 0, encoding, starts) == text.index("😀")
+    assert offset_at(text, 0, 99, encoding, starts) == text.index("\r")  # past a line's end: before its break
+    assert offset_at(text, 1, 99, encoding, starts) == text.index("\r\n")
+    assert offset_at(text, 4, 0, encoding, starts) == len(text)
 
 
 @pytest.mark.parametrize("before,edit,after", [

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from dg_lsp.cache import MemoEncoder
-from dg_lsp.canvas import build_request
-from dg_lsp.context import hole_at_cursor
 from dg_lsp.documents import Document
 from dg_lsp.edits import postprocess
+from dg_lsp.holes import hole_at_cursor
+from dg_lsp.prompt import build_prompt
 from dg_lsp.syntax import WINDOW_MAX_CHARS, SyntaxCheck
 from engine.tokens import InfillFormat
 
@@ -44,7 +44,7 @@ def test_hole_prompt_and_postprocessing_read_the_neighbourhood_of_a_one_megabyte
     hole = hole_at_cursor(snap, cursor)
     assert hole.end - hole.start <= 1  # a hole at the cursor, not the rest of a megabyte line
     encode, seen = counting_encoder()
-    req = build_request(snap, hole, encode, InfillFormat(), 1024)
+    req = build_prompt(snap, hole, encode, InfillFormat(), 1024)
     assert len(req.prefix) + len(req.suffix) <= 2 * 1024 * 5 and sum(seen) <= 40 * 1024
     check = SyntaxCheck(snap, hole)
     assert check.window[1] - check.window[0] <= WINDOW_MAX_CHARS

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from dg_lsp.context import hole_at_cursor, hole_for_selection
 from dg_lsp.documents import Document, Snapshot
 from dg_lsp.edits import postprocess
+from dg_lsp.holes import hole_at_cursor, hole_for_selection
 from dg_lsp.syntax import WINDOW_MAX_CHARS, SyntaxCheck, error_starts, first_error_line, prepare_check
 
 # The case: the rest of the `def` line (a comment) cut away, the cursor after the colon and two spaces.

@@ -1,4 +1,5 @@
-"""Pure: snapshot + hole + tokenizer + budget -> an infill request (trimmed prefix/suffix, ids, canvas length).
+"""Prompt building, pure: snapshot + hole + tokenizer + budget -> the prompt (kept prefix/suffix, the encoder context
+laid out by the checkpoint's prompt format, and the length of the engine canvas the fill is denoised in).
 
 Prompt budget (`budget_tokens` covers prefix + suffix ids; the format's special tokens come on top):
 - the suffix gets a quarter of the budget first (at least the rest of the hole's line), then the prefix gets
@@ -21,12 +22,13 @@ Prompt budget (`budget_tokens` covers prefix + suffix ids; the format's special 
 from __future__ import annotations
 
 import math
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dg_lsp.context import Hole
 from dg_lsp.documents import Snapshot
-from engine.tokens import InfillFormat
+from dg_lsp.holes import Hole
+from engine.seam import HoleInfo, PromptFormat
 
 Encode = Callable[[str], list[int]]
 
@@ -42,8 +44,9 @@ IMPORT_SCAN = 256
 
 
 @dataclass(frozen=True)
-class InfillRequest:
-    """What the worker hands the engine. prefix/suffix are the texts actually kept after trimming."""
+class Prompt:
+    """What the engine gets for one hole: `context_ids` (the encoder context) and the canvas to denoise
+    (`canvas_length` tokens, up to `max_canvases` of them). prefix/suffix are the texts kept after trimming."""
 
     prefix: str
     suffix: str
@@ -64,9 +67,10 @@ def target_tokens(hole: Hole, encode: Encode) -> int:
     return KIND_TOKENS.get(hole.kind, KIND_TOKENS["statement"])
 
 
-def canvas_length_for(hole: Hole, encode: Encode, canvas_lengths: tuple[int, ...]) -> int:
-    """The smallest trained canvas length >= the hole's target (the largest one if none is big enough)."""
-    want = target_tokens(hole, encode)
+def canvas_length_for(hole: Hole, encode: Encode, canvas_lengths: tuple[int, ...], headroom: int = 0) -> int:
+    """The smallest trained canvas length >= the hole's target plus `headroom` (the tokens an answer spends beside
+    the code: a chat answer's fences; engine.seam.PromptFormat), the largest one if none is big enough."""
+    want = target_tokens(hole, encode) + headroom
     lengths = sorted(canvas_lengths)
     return next((n for n in lengths if n >= want), lengths[-1])
 
@@ -236,9 +240,14 @@ def _fit_prefix(snap: Snapshot, start: int, budget: int, encode: Encode) -> tupl
     return seg, ids
 
 
-def build_request(
-    snap: Snapshot, hole: Hole, encode: Encode, fmt: InfillFormat, budget_tokens: int
-) -> InfillRequest:
+def hole_info(snap: Snapshot, hole: Hole) -> HoleInfo:
+    """What a prompt format may use besides the code around the hole (engine.seam.HoleInfo)."""
+    name = posixpath.basename(snap.uri.split("?", 1)[0].split("#", 1)[0])
+    return HoleInfo(kind=hole.kind, language=snap.language_id, filename=name, lines=hole.max_lines,
+                    replaced=hole.replaced if hole.kind == "selection" else None)
+
+
+def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget_tokens: int) -> Prompt:
     """Cut prefix text[:hole.start] and suffix text[hole.end:] to the budget; see the module docstring."""
     text = snap.text
     suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens // 4, encode)
@@ -248,13 +257,13 @@ def build_request(
     spare = budget_tokens - used - len(suffix_ids)
     if spare > 0 and len(suffix) < len(text) - hole.end:
         suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - used, encode)
-    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths)
-    return InfillRequest(
+    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths, getattr(fmt, "canvas_headroom", 0))
+    return Prompt(
         prefix=prefix,
         suffix=suffix,
         canvas_length=canvas_length,
         hole=hole,
-        context_ids=fmt.context(prefix_ids, suffix_ids),
+        context_ids=fmt.context(prefix_ids, suffix_ids, hole_info(snap, hole)),
         prefix_ids=prefix_ids,
         suffix_ids=suffix_ids,
         max_canvases=canvases_for(hole, encode, canvas_length),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dg_lsp.canvas import CHARS_PER_TOKEN, build_request, canvas_length_for, canvases_for
-from dg_lsp.context import Hole, hole_at_cursor
 from dg_lsp.documents import Document
+from dg_lsp.holes import Hole, hole_at_cursor
+from dg_lsp.prompt import CHARS_PER_TOKEN, build_prompt, canvas_length_for, canvases_for
 from engine.tokens import InfillFormat, train_bpe
 
 CORPUS = [
@@ -85,7 +85,7 @@ def test_budget_keeps_suffix_and_nearest_lines(encode, budget):
     text = big_python()
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, text.index("        y = ") + len("        y = "))
-    req = build_request(snap, hole, encode, FMT, budget)
+    req = build_prompt(snap, hole, encode, FMT, budget)
     check_request(snap, hole, req, encode, budget)
     assert req.suffix.startswith("\n        x0 = compute(0, 'abc')\n")  # the suffix's nearest lines
     assert req.prefix.endswith("        x199 = compute(199, 'abc')\n        y = ")
@@ -100,7 +100,7 @@ def test_budget_keeps_imports_and_signatures(encode):
     text = big_python(body_lines=10)
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, text.index("        y = ") + len("        y = "))
-    req = build_request(snap, hole, encode, FMT, 1024)
+    req = build_prompt(snap, hole, encode, FMT, 1024)
     check_request(snap, hole, req, encode, 1024)
     assert req.prefix.startswith("import os\nimport sys\nfrom typing import Any\n")
     assert "class Foo:\n    def method(self, a: int) -> int:\n" in req.prefix
@@ -111,7 +111,7 @@ def test_signatures_survive_a_tight_budget(encode):
     text = big_python()
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, text.index("        y = ") + len("        y = "))
-    req = build_request(snap, hole, encode, FMT, 200)
+    req = build_prompt(snap, hole, encode, FMT, 200)
     assert "class Foo:\n    def method(self, a: int) -> int:\n        x19" in req.prefix
 
 
@@ -119,7 +119,7 @@ def test_small_file_is_kept_whole(encode):
     text = "import os\n\ndef f(x):\n    return x + 1\n\nprint(f(2))\n"
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, text.index("x + 1") + 1)
-    req = build_request(snap, hole, encode, FMT, 1024)
+    req = build_prompt(snap, hole, encode, FMT, 1024)
     assert req.prefix == text[: hole.start] and req.suffix == text[hole.end :]
     assert req.canvas_length == 16 and req.max_canvases == 1
 
@@ -130,7 +130,7 @@ def test_non_ascii_and_no_grammar(encode):
         snap = Document("file:///x", language_id, 1, text.replace("|", "")).snapshot()
         cursor = text.index("|")
         hole = hole_at_cursor(snap, cursor)
-        req = build_request(snap, hole, encode, FMT, 256)
+        req = build_prompt(snap, hole, encode, FMT, 256)
         check_request(snap, hole, req, encode, 256)
         assert req.prefix.endswith("value = 'é😀") and req.suffix.startswith("日'\n")
 
@@ -140,10 +140,10 @@ def test_tiny_budgets_and_edges(encode):
     snap = Document("file:///a.py", "python", 1, text).snapshot()
     hole = hole_at_cursor(snap, len(text) - 1)
     for budget in (0, 1, 4, 16):
-        req = build_request(snap, hole, encode, FMT, budget)
+        req = build_prompt(snap, hole, encode, FMT, budget)
         assert len(req.prefix_ids) + len(req.suffix_ids) <= budget
     empty = Document("file:///e.py", "python", 1, "").snapshot()
-    req = build_request(empty, hole_at_cursor(empty, 0), encode, FMT, 64)
+    req = build_prompt(empty, hole_at_cursor(empty, 0), encode, FMT, 64)
     assert req.prefix == req.suffix == "" and req.context_ids == FMT.context([], [])
 
 
@@ -157,7 +157,7 @@ def test_only_the_kept_parts_are_tokenized(encode):
         seen.append(len(s))
         return encode(s)
 
-    build_request(snap, hole, counting, FMT, 1024)
+    build_prompt(snap, hole, counting, FMT, 1024)
     assert max(seen) <= 1024 * CHARS_PER_TOKEN + 200
     assert len(seen) <= 10
 
@@ -174,7 +174,7 @@ def test_context_is_stable_while_typing_in_a_big_file(encode):
         text = body[: len(body) // 2] + cursor_line + typed[:k] + "\n" + body[len(body) // 2:]
         snap = Document("file:///big.py", "python", k + 1, text).snapshot()
         offset = len(body) // 2 + len(cursor_line) + k
-        req = build_request(snap, hole_at_cursor(snap, offset), encode, FMT, 512)
+        req = build_prompt(snap, hole_at_cursor(snap, offset), encode, FMT, 512)
         ids = req.context_ids
         if prev is not None:
             lcp = next((i for i, (a, b) in enumerate(zip(prev, ids, strict=False)) if a != b),

@@ -1,31 +1,40 @@
-"""Code actions and the two commands: dg.fillHole and dg.rewriteSelection, each one fill and then exactly one
+"""Code actions and the two commands, dg.fillHole and dg.rewriteSelection: each one fill and then exactly one
 workspace/applyEdit against the document version the fill was computed for (docs/PROTOCOL.md).
 
-A command reads its positions against the document as it was when the command arrived (`command`, run by pygls
-at once, in order with the didChanges; see dg_lsp.server); if the document has changed by the time the fill is
-ready, nothing is applied: `{"applied": false, "reason": "document changed"}`. A code action puts the document's
-version in the commands it offers, so a command run after further edits is refused the same way.
+Runs on the event loop (the engine job inside the fill on the engine thread). A command reads its positions
+against the document as it was when the command arrived (`command`, run by pygls at once, in order with the
+didChanges; see dg_lsp.session); if the document has changed by the time the fill is ready, nothing is applied:
+`{"applied": false, "reason": "document changed"}`. A code action puts the document's version in the commands it
+offers, so a command run after further edits is refused the same way.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
-from dg_lsp.context import hole_at_cursor, hole_for_selection
 from dg_lsp.edits import lsp_text_edit
-
-if TYPE_CHECKING:
-    from dg_lsp.server import DgServer, Received
+from dg_lsp.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.session import DgServer, Received, request_task
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
 MAX_POSITION = 2**31 - 1  # LSP's uinteger
 SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and canvases would be unbounded)
+
+
+def register(server: DgServer) -> None:
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
+                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
+    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
+        return code_actions(ls, params)
+
+    server.command(FILL_HOLE)(command)
+    server.command(REWRITE_SELECTION)(command)
 
 
 def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
@@ -53,20 +62,11 @@ def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any,
     return (yield run_command, (ls, params, arg, seen), None)
 
 
+@request_task
 async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[str, Any], seen: Received
                       ) -> dict[str, Any]:
     """One fill against `seen.snap`, then exactly one workspace/applyEdit, or nothing."""
-    if not ls.started():
-        return {"applied": False, "reason": "cancelled", "latencyMs": 0.0}
-    try:
-        return await _run_command(ls, params, arg, seen)
-    finally:
-        ls.finished()
-
-
-async def _run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[str, Any], seen: Received
-                       ) -> dict[str, Any]:
-    t0 = time.perf_counter()
+    t0 = seen.trace.mark("handler")
     rewrite = params.command == REWRITE_SELECTION
 
     def done(applied: bool, reason: str | None) -> dict[str, Any]:
@@ -95,10 +95,11 @@ async def _run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[s
         ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
         _cancel_on_progress_cancel(ls, token)
     try:
-        out = await ls.fill(snap, hole, ls.request_id(), "command", token)
+        out = await ls.fill(snap, hole, "command", seen.trace, token)
     finally:
         if token is not None:
             ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
+    ls.report(out.stats, seen.trace, after_answer=False)
     if out.fill is None:
         return done(False, out.reason)
     edit = lsp_text_edit(snap, hole, out.fill, ls.encoding)

@@ -1,0 +1,45 @@
+"""Document sync: didOpen, didChange, didClose. Runs on the event loop: each handler mutates the document store
+at once, in arrival order (dg_lsp.protocol sends didChange straight here), and leaves the reparse to the background
+(DgServer.catch_up)."""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as T
+
+from dg_lsp.session import DgServer
+
+log = logging.getLogger(__name__)
+OPEN_PARSE_S = 0.05  # didOpen parses this long on the loop; a bigger file finishes in the background
+
+
+def register(server: DgServer) -> None:
+    @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: DgServer, params: T.DidOpenTextDocumentParams) -> None:
+        d = params.text_document
+        ls.worker.cancel_document(d.uri, "reopened")
+        ls.shown.pop(d.uri, None)
+        doc = ls.store.open(d.uri, d.language_id, d.version, d.text, OPEN_PARSE_S)
+        if not doc.tree_fresh:
+            ls.catch_up(d.uri)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        arrived = ls.protocol.received_at
+        ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
+        if uri not in ls.store:
+            log.warning("didChange for a document that is not open: %s", uri)
+            return
+        ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
+        ls.catch_up(uri)  # the reparse, in slices, while no fill runs
+        ls.note_change(uri, arrived)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.worker.cancel_document(uri, "closed")
+        ls.shown.pop(uri, None)
+        ls.note_change(uri, None)
+        ls.store.close(uri)

@@ -1,0 +1,102 @@
+"""Keystroke requests: textDocument/inlineCompletion and textDocument/completion. Each reads top to bottom: find the
+document as the request saw it, decide whether to answer, find the hole, run the fill, format the result.
+
+Runs on the event loop; the engine job inside the fill runs on the engine thread. The part of each handler before
+`yield` runs where the request arrives (see dg_lsp.session)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types as T
+
+from dg_lsp.cache import Shown, typed_ahead
+from dg_lsp.documents import Snapshot
+from dg_lsp.edits import lsp_completion_item, lsp_inline_item, to_lsp_range
+from dg_lsp.holes import hole_at_cursor
+from dg_lsp.session import DgServer, Received, request_task
+
+
+def register(server: DgServer) -> None:
+    @server.feature(T.TEXT_DOCUMENT_INLINE_COMPLETION, T.InlineCompletionOptions())
+    def inline_completion(ls: DgServer, params: T.InlineCompletionParams):
+        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_INLINE_COMPLETION)
+        return (yield inline, (ls, params, seen), None)
+
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions())
+    def completion_request(ls: DgServer, params: T.CompletionParams):
+        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_COMPLETION)
+        return (yield completion, (ls, params, seen), None)
+
+
+@request_task
+async def inline(ls: DgServer, params: T.InlineCompletionParams, seen: Received) -> dict | None:
+    """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
+    seen.trace.mark("handler")
+    snap = usable(ls, seen)
+    if snap is None:
+        return None
+    uri, cursor = snap.uri, ls.offset(snap, params.position)
+    if (shown := ls.shown.get(uri)) is not None:
+        rest = typed_ahead(shown, snap.text, cursor)
+        if rest:  # "" means the whole fill was typed (or accepted): what comes next needs the engine
+            ls.status_after_answer({"id": ls.request_id(), "uri": uri, "version": snap.version,
+                                    "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, seen.trace)
+            end = shown.end + (cursor - shown.cursor)
+            return inline_list(T.InlineCompletionItem(insert_text=rest, range=to_lsp_range(snap, cursor, end,
+                                                                                           ls.encoding)))
+    if not await ls.worker.debounce(uri, ls.settings.debounce_ms):
+        return None  # a newer request for this document arrived: it answers instead
+    if ls.moved_on(snap) or ls.not_ready():
+        return None
+    if not snap.tree_fresh:  # the same version (checked just above), its tree perhaps reparsed meanwhile
+        snap = ls.keystroke_snapshot(uri) or snap
+    hole = hole_at_cursor(snap, cursor)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace)
+    ls.report(out.stats, seen.trace, after_answer=True)
+    item = None if out.fill is None else lsp_inline_item(snap, hole, cursor, out.fill, ls.encoding)
+    if item is None:
+        return None
+    end = item.range.end
+    ls.shown[uri] = Shown(snap.text, cursor, item.insert_text, snap.offset_at(end.line, end.character, ls.encoding))
+    return inline_list(item)
+
+
+@request_task
+async def completion(ls: DgServer, params: T.CompletionParams, seen: Received) -> T.CompletionList | None:
+    """The fallback for clients without inline completion: one item whose textEdit carries the whole fill."""
+    seen.trace.mark("handler")
+    snap = usable(ls, seen)
+    if snap is None:
+        return None
+    cursor = ls.offset(snap, params.position)
+    hole = hole_at_cursor(snap, cursor)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace)
+    ls.report(out.stats, seen.trace, after_answer=True)
+    if out.fill is None:
+        return None
+    item = lsp_completion_item(snap, hole, cursor, out.fill, ls.encoding)
+    return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
+
+
+def usable(ls: DgServer, seen: Received) -> Snapshot | None:
+    """The snapshot to answer from, or None (an empty answer): the document is open, its language enabled, the
+    model ready, and no didChange came after the request (its positions would be stale)."""
+    snap = seen.snap
+    if snap is None or not ls.settings.language_enabled(snap.language_id):
+        return None
+    if (why := ls.not_ready()) is not None:
+        ls.send_status(message=why)
+        return None
+    return None if ls.moved_on(snap) else snap
+
+
+def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:
+    """An InlineCompletionList of `item` as JSON, written as it is (see DgProtocol._send_response): the keystroke's
+    answer skips pygls' generic serializer."""
+    r = item.range
+    out: dict[str, Any] = {"insertText": item.insert_text}
+    if r is not None:
+        out["range"] = {"start": {"line": r.start.line, "character": r.start.character},
+                        "end": {"line": r.end.line, "character": r.end.character}}
+    return {"items": [out]}

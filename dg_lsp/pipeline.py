@@ -1,0 +1,235 @@
+"""The fill pipeline: one snapshot and hole -> prompt -> engine steps (or the LRU) -> the checkpoint's answer ->
+post-processing -> a `FillOutcome` with its figures.
+
+`run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.worker) while the loop awaits
+it and serves other messages. It reports through its arguments only: the outcome it returns, the marks it sets on
+the request's `Trace`, and `FillEvents` (drafts, progress, "busy"); the handler that called it sends dg/status.
+A result for a document that changed meanwhile is dropped ("document changed").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lsprotocol import types as T
+
+from dg_lsp.cache import FillCaches, fill_key
+from dg_lsp.config import Settings
+from dg_lsp.documents import Encoding, Snapshot
+from dg_lsp.edits import postprocess, to_lsp_range
+from dg_lsp.holes import Hole
+from dg_lsp.prompt import Prompt, build_prompt
+from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
+from dg_lsp.trace import Trace
+from dg_lsp.worker import SEED, EngineJob, Ticket, Worker
+from engine.seam import FillResult, InfillBackend, RequestKind, StepDraft
+
+log = logging.getLogger(__name__)
+
+BUSY_AFTER_S = 0.1  # "busy" once an engine job has run this long (a keystroke's fill would make it flicker)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How one fill runs: what asked for it, the engine settings in force, the post-processing budget."""
+
+    kind: RequestKind
+    steps: int | None
+    entropy_bound: float | None
+    context_tokens: int
+    drafts: bool
+    encoding: Encoding
+
+    @classmethod
+    def of(cls, settings: Settings, kind: RequestKind, encoding: Encoding) -> Policy:
+        return cls(kind, settings.steps, settings.entropy_bound, settings.context_tokens, settings.drafts, encoding)
+
+    @property
+    def parse_budget(self) -> int:
+        return KEYSTROKE_PARSE_BYTES if self.kind == "keystroke" else COMMAND_PARSE_BYTES
+
+
+@dataclass
+class FillStats:
+    """The figures of one fill that dg/status reports (`wire()`: the camelCase body of docs/PROTOCOL.md)."""
+
+    id: str
+    uri: str
+    version: int
+    tree_fresh: bool
+    cached: Literal[False, "lru", "typed-ahead"] = False
+    steps: int = 0
+    cancelled: bool = False
+    steps_after_cancel: int | None = None
+    reused_prefix_tokens: int = 0
+    engine_ms: float = 0.0
+    context_tokens: int = 0
+    canvas_length: int = 0
+    prompt_ms: float = 0.0  # on the wire as "canvasMs"
+    engine_wall_ms: float | None = None  # engineMs plus the thread hand-offs (only when the engine ran)
+    post_ms: float | None = None  # only when post-processing ran
+    check_prepared: bool | None = None
+    total_ms: float = 0.0
+    server_ms: float = 0.0
+    reason: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": self.id, "uri": self.uri, "version": self.version, "cached": self.cached,
+            "treeFresh": self.tree_fresh, "steps": self.steps, "cancelled": self.cancelled,
+            "stepsAfterCancel": self.steps_after_cancel, "reusedPrefixTokens": self.reused_prefix_tokens,
+            "engineMs": self.engine_ms, "contextTokens": self.context_tokens, "canvasLength": self.canvas_length,
+            "canvasMs": self.prompt_ms, "totalMs": self.total_ms, "serverMs": self.server_ms, "reason": self.reason}
+        optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared}
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
+
+
+@dataclass(frozen=True)
+class FillOutcome:
+    """A fill (the text to put in the hole) or the reason there is none, and the figures."""
+
+    fill: str | None
+    reason: str | None
+    stats: FillStats
+
+
+@dataclass(frozen=True)
+class FillEvents:
+    """What a running fill tells the session, each called on the event loop: a dg/draft body, "busy" (the job has
+    run BUSY_AFTER_S), and each step (for work-done progress; None: nobody listens)."""
+
+    draft: Callable[[dict[str, Any]], None]
+    busy: Callable[[], None]
+    progress: Callable[[int, int], None] | None = None
+
+
+async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
+                   worker: Worker, request_id: str, trace: Trace, version_of: Callable[[str], int | None],
+                   events: FillEvents) -> FillOutcome:
+    """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
+    t0 = trace.mark("fill")
+    fmt = backend.prompt_format
+    prompt = build_prompt(snap, hole, caches.encoder(backend), fmt, fmt.context_budget(policy.context_tokens))
+    stats = FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
+                      context_tokens=len(prompt.context_ids), canvas_length=prompt.canvas_length,
+                      prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3))
+    key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
+                                       SEED, prompt.max_canvases))
+
+    def current() -> bool:
+        return version_of(snap.uri) == snap.version
+
+    # The syntax check's baseline does not depend on the fill: the loop, idle while the engine runs, prepares it
+    # after the engine's first step. Not before the engine starts (it would sit on the keystroke's path) nor in
+    # another thread (tree-sitter holds the GIL while it parses, so the engine thread would wait for it).
+    prepared: list[SyntaxCheck | None] = []
+    reason = None
+    raw = caches.fills.get(key)
+    if raw is not None:
+        stats.cached = "lru"
+    else:
+        def prepare() -> None:
+            if not prepared and current():
+                try:
+                    prepared.append(prepare_check(snap, hole))
+                except Exception:  # noqa: BLE001 -- postprocess then builds the check itself
+                    log.exception("syntax check baseline failed")
+                    prepared.append(None)
+
+        raw, reason = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace, stats,
+                                        events, prepare)
+        if reason is None:
+            caches.fills.put(key, raw)
+        prepared.append(None)  # too late now: postprocess prepares it itself
+    fill = None
+    if reason is None and current():
+        t_post = time.perf_counter()
+        stats.check_prepared = prepared[0] is not None if prepared else False
+        code = fmt.answer(raw, prompt.prefix, prompt.suffix)  # a chat answer's fences and echoes cut away
+        fill = postprocess(snap, hole, code, prepared[0] if prepared else None, policy.parse_budget)
+        stats.post_ms = round((trace.mark("post") - t_post) * 1e3, 3)
+        if not fill:
+            fill, reason = None, "empty fill"
+    if not current():  # also explains a cancel caused by a keystroke
+        fill, reason = None, "document changed"
+    stats.total_ms = round((trace.mark("filled") - t0) * 1e3, 3)
+    stats.server_ms = round(stats.total_ms - stats.engine_ms, 3)
+    stats.reason = reason
+    log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
+    return FillOutcome(fill, reason, stats)
+
+
+async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
+                      worker: Worker, request_id: str, trace: Trace, stats: FillStats, events: FillEvents,
+                      first_step: Callable[[], None]) -> tuple[str, str | None]:
+    """Run the engine job: (engine text, None) or ("", why not). A cancelled task ends here as "cancelled"."""
+    ticket = worker.ticket(snap.uri, request_id, policy.kind, backend.new_cancel_token())
+    draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
+    on_step = _step_listener(snap, request_id, draft_range, events, first_step)
+    job = EngineJob(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
+                    prompt.max_canvases, on_step=on_step, draft_text=policy.drafts)
+    busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, events.busy)
+    res: FillResult | None = None
+    try:
+        t_engine = time.perf_counter()
+        res = await worker.infill(ticket, job)
+        stats.engine_wall_ms = round((trace.mark("resumed") - t_engine) * 1e3, 3)
+        if ticket.started_at is not None and ticket.finished_at is not None:
+            trace.mark("engine_started", ticket.started_at)
+            trace.mark("engine_finished", ticket.finished_at)
+    except asyncio.CancelledError:  # $/cancelRequest: the request is answered already; keep the figures
+        _job_stats(stats, ticket, None)
+        return "", "cancelled"
+    finally:
+        busy.cancel()
+        worker.release(ticket)
+    _job_stats(stats, ticket, res)
+    if res is None or res.cancelled:
+        return "", "cancelled"
+    if draft_range is not None:
+        events.draft(_draft_body(snap, request_id, draft_range, res.steps, res.steps, res.text, True))
+    return res.text, None
+
+
+def _step_listener(snap: Snapshot, request_id: str, draft_range: T.Range | None, events: FillEvents,
+                   first_step: Callable[[], None]) -> Callable[[StepDraft], None]:
+    """A callback for the engine thread: `first_step` after the first step, then each step as dg/draft (when
+    drafts are on) and progress, all handed to the loop."""
+    loop = asyncio.get_running_loop()
+
+    def on_step(draft: StepDraft) -> None:  # engine thread: only hands work to the loop
+        if draft.step == 1:
+            loop.call_soon_threadsafe(first_step)
+        if draft_range is not None:
+            body = _draft_body(snap, request_id, draft_range, draft.step, draft.steps, draft.text, False)
+            loop.call_soon_threadsafe(events.draft, body)
+        if events.progress is not None:
+            loop.call_soon_threadsafe(events.progress, draft.step, draft.steps)
+
+    return on_step
+
+
+def _draft_body(snap: Snapshot, request_id: str, rng: T.Range, step: int, steps: int, text: str,
+                done: bool) -> dict[str, Any]:
+    """A dg/draft notification's params (`rng`: the hole)."""
+    return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step, "steps": steps,
+            "text": text, "range": rng, "done": done}
+
+
+def _job_stats(stats: FillStats, ticket: Ticket, res: FillResult | None) -> None:
+    """The figures of one engine job from its ticket and result (None when it did not finish)."""
+    stats.steps = res.steps if res is not None else ticket.steps_done
+    stats.cancelled = ticket.steps_at_cancel is not None
+    stats.steps_after_cancel = ticket.steps_after_cancel
+    if res is not None:
+        stats.reused_prefix_tokens = res.reused_prefix_tokens
+        stats.engine_ms = round(float(res.timings.get("total_ms", 0.0)), 3)
+    if ticket.steps_at_cancel is not None:
+        log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
+                 ticket.request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)

@@ -1,0 +1,287 @@
+"""One LSP session's state, and what every handler shares: settings, documents, the engine worker, the fill
+caches, the arrival of requests, dg/status, and the background reparse.
+
+Everything here runs on the event loop and nothing blocks it; engine work runs on the worker's thread against an
+immutable `Snapshot`. The handlers are in dg_lsp.handlers (one module per request family), the wiring is
+dg_lsp.server, the fill itself is dg_lsp.pipeline.
+
+Requests are read against the document as it was when they ARRIVED. pygls starts an `async` handler as a task,
+which runs only after the messages already read have been handled: a request followed by a didChange in one read
+would otherwise see the changed document and apply version-1 positions to version 2. So request handlers are
+generators: pygls runs a generator handler at once, in arrival order with the didChange notifications, up to its
+first `yield`; there it calls `receive` (the snapshot, the timing) and yields the async work, which pygls runs as
+a task and whose result the generator returns. Results are computed on that snapshot and dropped if the document
+has moved on before they are sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.metadata
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lsprotocol import types as T
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from dg_lsp.backends.factory import build_backend
+from dg_lsp.cache import FillCaches, Shown
+from dg_lsp.config import Settings
+from dg_lsp.documents import DocumentStore, Encoding, Snapshot
+from dg_lsp.holes import Hole
+from dg_lsp.loading import check_fill
+from dg_lsp.pipeline import FillEvents, FillOutcome, FillStats, Policy, run_fill
+from dg_lsp.protocol import DgProtocol
+from dg_lsp.stdio import serve_stdio
+from dg_lsp.trace import Trace
+from dg_lsp.worker import Check, Worker
+from engine.seam import InfillBackend, RequestKind
+
+log = logging.getLogger(__name__)
+
+STATUS = "dg/status"
+DRAFT = "dg/draft"
+# The background reparse (`catch_up`): slices of 1 ms, 1 ms apart, while idle (no fill running, no message in or
+# answer out for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
+PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
+COMMAND_PARSE_S = 2.0  # a command waits this long (in slices, the loop serving meanwhile) for a fresh tree
+R = TypeVar("R")
+
+
+def server_version() -> str:
+    try:
+        return importlib.metadata.version("dg-lsp")
+    except importlib.metadata.PackageNotFoundError:  # running from a checkout that was not pip-installed
+        return "0.1.0+checkout"
+
+
+@dataclass(frozen=True)
+class Received:
+    """A request as it arrived, in order with the didChanges around it: its document then (None: not open) and
+    its trace (timed from the keystroke's didChange)."""
+
+    snap: Snapshot | None
+    trace: Trace
+
+
+class DgServer(LanguageServer):
+    def __init__(self, engine_factory: Callable[[Settings], InfillBackend] = build_backend,
+                 default_model: str | None = None, check: Check | None = check_fill) -> None:
+        super().__init__("dg-lsp", server_version(), protocol_cls=DgProtocol,
+                         text_document_sync_kind=T.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.default_model = default_model  # `--model`: used while the client's modelPath is null
+        self.store = DocumentStore()
+        self.worker = Worker(engine_factory, check)
+        self.worker.on_state_change = lambda message: self.send_status(message=message)  # a remote backend's server
+        self.caches = FillCaches()
+        self.shown: dict[str, Shown] = {}  # uri -> the inline fill last shown (typed-ahead)
+        self.last_latency_ms: float | None = None
+        self.load_task: asyncio.Task | None = None
+        self._ids = itertools.count(1)
+        self._reparses: dict[str, asyncio.Task] = {}
+        self._in_flight = 0  # fills running
+        self._active_at = 0.0  # when a fill last finished or an answer was last written (see `_catch_up`)
+        self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
+        self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
+        self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
+
+    # -- small helpers ----------------------------------------------------------------------------------------
+
+    @property
+    def encoding(self) -> Encoding:
+        caps = getattr(self.protocol, "server_capabilities", None)
+        enc = caps.position_encoding if caps is not None else None
+        return str(getattr(enc, "value", enc) or "utf-16")  # type: ignore[return-value]
+
+    def request_id(self) -> str:
+        """The JSON-RPC id of the request being handled (pygls keeps it in a context variable)."""
+        msg_id = self.protocol.msg_id
+        return str(msg_id) if msg_id is not None else f"dg-{next(self._ids)}"
+
+    def doc_version(self, uri: str) -> int | None:
+        doc = self.store.get(uri)
+        return None if doc is None else doc.version
+
+    def moved_on(self, snap: Snapshot) -> bool:
+        """Has the document changed (or closed) since `snap` was taken?"""
+        return self.doc_version(snap.uri) != snap.version
+
+    def offset(self, snap: Snapshot, pos: T.Position) -> int:
+        """Offset of `pos` (checked by `receive`: its line exists; a character past the line's end means the line's
+        end, as LSP says)."""
+        return snap.offset_at(pos.line, pos.character, self.encoding)
+
+    def state(self) -> str:
+        return "disabled" if not self.settings.enabled else self.worker.state
+
+    def not_ready(self) -> str | None:
+        """Why no fill can run now (None: the model is ready)."""
+        if self.worker.state == "ready" and self.worker.engine is not None:
+            return None
+        return f"model not ready ({self.worker.state})"
+
+    def send_status(self, state: str | None = None, message: str = "", request: dict | None = None) -> None:
+        body: dict[str, Any] = {"state": state or self.state(), "message": message,
+                                "model": self.worker.model_name, "lastLatencyMs": self.last_latency_ms}
+        if request is not None:
+            body["request"] = request
+        self.protocol.notify(STATUS, body)
+
+    def warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=message))
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        serve_stdio(self, stdin, stdout)  # the loop reads stdin (pygls reads it through a thread pool)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(self.protocol, DgProtocol) and self.protocol.send_parse_error(error):
+            return
+        super().report_server_error(error, source)
+
+    # -- dg/status after a fill -------------------------------------------------------------------------------
+
+    def report(self, stats: FillStats, trace: Trace, after_answer: bool) -> None:
+        """Send a fill's dg/status: for a keystroke's request once its answer is written (`after_response`), with
+        the server's own time from the arrival to that write; else (and for a cancelled one) now."""
+        self.last_latency_ms = round(stats.total_ms, 1)
+        if after_answer and stats.reason != "cancelled":
+            self.status_after_answer(stats.wire(), trace, stats.engine_ms)
+        else:
+            self.send_status(request=stats.wire())
+
+    def status_after_answer(self, body: dict[str, Any], trace: Trace, engine_ms: float = 0.0) -> None:
+        self._after_answer[body["id"]] = (body, trace, engine_ms)
+        while len(self._after_answer) > 64:  # a request pygls never answered must not pile up
+            self._after_answer.pop(next(iter(self._after_answer)))
+
+    def after_response(self, msg_id: str) -> None:
+        """DgProtocol calls this once an answer is written."""
+        self._active_at = now = time.perf_counter()  # the client's next message is likely close: not idle yet
+        pending = self._after_answer.pop(msg_id, None)
+        if pending is not None:
+            body, trace, engine_ms = pending
+            out = getattr(self.protocol.writer, "handed_at", 0.0) or now  # see dg_lsp.stdio.TimedWriter
+            body.update(trace.figures(out, now, engine_ms))
+            self.send_status(request=body)
+
+    # -- requests: arrival, task, cancellation ----------------------------------------------------------------
+
+    def note_change(self, uri: str, arrived: float | None) -> None:
+        """A didChange for `uri` that arrived at `arrived` has been handled (the next request is timed from it);
+        None: forget the last one (the document closed)."""
+        if arrived is None:
+            self._change_at.pop(uri, None)
+        else:
+            self._change_at[uri] = (arrived, time.perf_counter())
+
+    def receive(self, uri: str, positions: Sequence[T.Position] = (), what: str = "request") -> Received:
+        """Run where the request arrives (see the module docstring): its document's snapshot now, before any
+        later didChange, and its trace. A position on a line past the document's end is Invalid Params."""
+        snap = self.store.snapshot(uri, 0.0)
+        for pos in positions if snap is not None else ():
+            if pos.line >= len(snap.starts):
+                raise JsonRpcInvalidParams(f"{what}: position is outside the document (line {pos.line}; version "
+                                           f"{snap.version} has {len(snap.starts)} lines)")
+        got = self.protocol.received_at
+        change = self._change_at.pop(uri, None)  # the first request after a didChange is timed from it
+        trace = Trace(got) if change is None else Trace(change[0], max(0.0, got - change[1]))
+        self._running[self.request_id()] = None
+        return Received(snap, trace)
+
+    def on_cancel_request(self, request_id: str) -> None:
+        if self.worker.cancel_request(request_id):
+            log.info("request %s cancelled: engine job cancelled", request_id)
+        if request_id in self._running:  # its task stops at its next await (or never starts)
+            task = self._running.pop(request_id)
+            if task is not None:
+                task.cancel()
+
+    # -- fills ------------------------------------------------------------------------------------------------
+
+    async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace,
+                   progress_token: T.ProgressToken | None = None) -> FillOutcome:
+        """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches."""
+        backend = self.worker.engine
+        assert backend is not None, "callers check not_ready() first"
+        events = FillEvents(draft=functools.partial(self.protocol.notify, DRAFT),
+                            busy=functools.partial(self.send_status, "busy"),
+                            progress=None if progress_token is None else functools.partial(self._progress,
+                                                                                            progress_token))
+        self._in_flight += 1
+        try:
+            return await run_fill(snap, hole, Policy.of(self.settings, kind, self.encoding), backend, self.caches,
+                                  worker=self.worker, request_id=self.request_id(), trace=trace,
+                                  version_of=self.doc_version, events=events)
+        finally:
+            self._in_flight -= 1
+            # its answer is about to be written: a reparse slice now would sit on the keystroke's path
+            self._active_at = time.perf_counter()
+
+    def _progress(self, token: T.ProgressToken, step: int, steps: int) -> None:
+        pct = min(100, int(100 * step / max(steps, 1)))
+        self.work_done_progress.report(token, T.WorkDoneProgressReport(message=f"step {step}/{steps}",
+                                                                       percentage=pct))
+
+    # -- documents: the background reparse ----------------------------------------------------------------------
+
+    def keystroke_snapshot(self, uri: str) -> Snapshot | None:
+        """A snapshot without waiting for a reparse. The reparse a change needs runs in the background
+        (`catch_up`) while the server is idle; until it has finished, the snapshot holds the last tree with the
+        edits applied (`Snapshot.tree_fresh` False): positions right, structure as of the last parse."""
+        return self.store.snapshot(uri, 0.0)
+
+    def catch_up(self, uri: str) -> None:
+        """Start reparsing `uri` in the background (on the loop, in slices; a thread would compete with the loop
+        for the CPU on small machines)."""
+        if uri not in self._reparses:
+            self._reparses[uri] = asyncio.ensure_future(self._catch_up(uri))
+
+    async def _catch_up(self, uri: str) -> None:
+        try:
+            while (doc := self.store.get(uri)) is not None:
+                await asyncio.sleep(PARSE_SLICE_S if not self._in_flight else 10 * PARSE_SLICE_S)  # messages first
+                last = max(self.protocol.received_at, self._active_at)
+                idle = not self._in_flight and time.perf_counter() - last > PARSE_IDLE_S
+                if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
+                    return
+        finally:
+            self._reparses.pop(uri, None)
+
+    async def fresh_snapshot(self, snap: Snapshot) -> Snapshot:
+        """`snap` with its tree reparsed, for a command: the reparse runs in slices, the loop serving in between,
+        for at most COMMAND_PARSE_S; if the document changes meanwhile, or the time runs out, `snap` as it is."""
+        deadline = time.perf_counter() + COMMAND_PARSE_S
+        while not snap.tree_fresh and time.perf_counter() < deadline:
+            doc = self.store.get(snap.uri)
+            if doc is None or doc.version != snap.version:
+                return snap
+            if doc.parse(5 * PARSE_SLICE_S):
+                return doc.snapshot(0.0)
+            await asyncio.sleep(0)
+        return snap
+
+
+def request_task(handler: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | None]]:
+    """A request's task body (what its generator handler yields): registered while it runs, so $/cancelRequest
+    can cancel it; None if it was cancelled before it started (its answer, an error, is sent already)."""
+
+    @functools.wraps(handler)
+    async def run(ls: DgServer, *args: Any) -> R | None:
+        request_id = ls.request_id()
+        if request_id not in ls._running:
+            return None
+        ls._running[request_id] = asyncio.current_task()
+        try:
+            return await handler(ls, *args)
+        finally:
+            ls._running.pop(request_id, None)
+
+    return run

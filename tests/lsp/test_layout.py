@@ -1,0 +1,82 @@
+"""The shape of the language server's code: no import cycle inside dg_lsp (imports under TYPE_CHECKING and inside
+functions included), no module over 400 lines, no product module importing test helpers, and the server itself
+(everything but the backends, their loader and the command line) seeing the engine only through engine.seam."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "dg_lsp"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module `path` imports, wherever the import statement is."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package, up `level - 1` packages
+                pkg = module_name(path).split(".")
+                pkg = pkg if path.name == "__init__.py" else pkg[:-1]
+                base = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+def test_no_import_cycle_inside_dg_lsp():
+    g = graph()
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(g[n]):
+            if state.get(m) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+            if m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(g):
+        if n not in state:
+            visit(n)
+
+
+def test_no_module_over_400_lines():
+    long = {module_name(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+# Where a concrete engine is named: backend implementations, the embedded engine's loader, the command line.
+BACKEND_SIDE = ("dg_lsp.backends", "dg_lsp.loading", "dg_lsp.__main__")
+
+
+def test_product_code_does_not_import_test_helpers():
+    for path in PACKAGE.rglob("*.py"):
+        assert not {m for m in imports(path) if m.startswith("engine.testing")}, path
+
+
+def test_the_server_sees_the_engine_only_through_the_seam():
+    for path in PACKAGE.rglob("*.py"):
+        if module_name(path).startswith(BACKEND_SIDE):
+            continue
+        internal = {m for m in imports(path) if m.startswith("engine.") and not m.startswith("engine.seam")}
+        internal.discard("engine")
+        assert not internal, (module_name(path), internal)
