@@ -13,6 +13,7 @@ from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")  # engine.quant.plan (not imported: no torch for --version)
 PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 BACKENDS = ("embedded", "service", "openai")
 
@@ -32,6 +33,7 @@ class Settings:
     context_tokens: int = 1024
     drafts: bool = False
     prompt_format: str = "auto"
+    weights: str = "auto"  # how the weights are stored: the checkpoint's own format, else the widest that fits
     # where fills run (docs/PROTOCOL.md, "Backends"): in this process, the shared engine service, or an
     # OpenAI-compatible server; `api_key_env` is the *name* of the environment variable holding the key
     backend: str = "embedded"
@@ -48,7 +50,7 @@ class Settings:
 
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
-        return (self.model_path, self.device, self.dtype, self.prompt_format, self.backend, self.endpoint,
+        return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
                 self.api_key_env, self.model, self.auto_start)
 
     def language_enabled(self, language_id: str) -> bool:
@@ -119,6 +121,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "context_tokens": _int_range(64, 32768),
     "drafts": _bool,
     "prompt_format": _choice(PROMPT_FORMATS),
+    "weights": _choice(WEIGHTS),
     "backend": _choice(BACKENDS),
     "endpoint": _endpoint,
     "api_key_env": _env_name,
@@ -139,6 +142,7 @@ KEYS: dict[str, str] = {
     "contextTokens": "context_tokens",
     "drafts": "drafts",
     "promptFormat": "prompt_format",
+    "weights": "weights",
     "backend": "backend",
     "endpoint": "endpoint",
     "apiKeyEnv": "api_key_env",

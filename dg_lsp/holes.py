@@ -61,6 +61,7 @@ class Hole:
 
     indent: the indentation lines of the fill after the first should have (at least).
     max_lines: how many lines the fill may span (1 = stay on the cursor's line).
+    instruction: what the user asked of a rewrite ("make it async"), for chat-format prompts; None for a plain fill.
     """
 
     kind: str
@@ -69,6 +70,7 @@ class Hole:
     indent: str
     max_lines: int
     replaced: str
+    instruction: str | None = None
 
 
 def leading_ws(line: str) -> str:

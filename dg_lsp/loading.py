@@ -40,7 +40,7 @@ def load_engine(settings: Settings) -> InfillBackend:
     if settings.device == "cpu" or (settings.device == "auto" and not torch.cuda.is_available()):
         torch.set_num_threads(1)
     engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
-                                    prompt_format=settings.prompt_format)
+                                    prompt_format=settings.prompt_format, weights=settings.weights)
     check_engine(engine)
     return engine
 

@@ -244,7 +244,7 @@ def hole_info(snap: Snapshot, hole: Hole) -> HoleInfo:
     """What a prompt format may use besides the code around the hole (engine.seam.HoleInfo)."""
     name = posixpath.basename(snap.uri.split("?", 1)[0].split("#", 1)[0])
     return HoleInfo(kind=hole.kind, language=snap.language_id, filename=name, lines=hole.max_lines,
-                    replaced=hole.replaced if hole.kind == "selection" else None)
+                    replaced=hole.replaced if hole.kind == "selection" else None, instruction=hole.instruction)
 
 
 def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget_tokens: int) -> Prompt:

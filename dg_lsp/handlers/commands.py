@@ -10,6 +10,7 @@ offers, so a command run after further edits is refused the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Generator
 from typing import Any
@@ -25,6 +26,7 @@ FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
 MAX_POSITION = 2**31 - 1  # LSP's uinteger
 SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and canvases would be unbounded)
+INSTRUCTION_MAX_CHARS = 2_000  # a rewrite's instruction is one request, not a document
 
 
 def register(server: DgServer) -> None:
@@ -87,8 +89,16 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     if (why := ls.not_ready()) is not None:
         ls.send_status(message=why)
         return done(False, why)
+    instruction = arg["instruction"]
+    if instruction and (fmt := ls.worker.engine.prompt_format).name != "chat":
+        why = (f"this model's prompt format ({fmt.name}) cannot take an instruction; leave it empty for a plain "
+               "re-fill, or use a chat-format checkpoint (setting promptFormat: chat)")
+        ls.warn(why)
+        return done(False, why)
     snap = await ls.fresh_snapshot(snap)
     hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
+    if instruction:
+        hole = dataclasses.replace(hole, instruction=instruction)
     token = params.work_done_token
     if token is not None:
         title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
@@ -151,7 +161,7 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
             raise bad(f"{name} must be {{line, character}} with integers in 0..{MAX_POSITION}")
         return T.Position(line=v["line"], character=v["character"])
 
-    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "widen": False}
+    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "widen": False, "instruction": None}
     if command == REWRITE_SELECTION:
         r = a.get("range")
         if not isinstance(r, dict):
@@ -163,6 +173,12 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
         if not isinstance(widen, bool):
             raise bad("widen must be a boolean")
         out["widen"] = widen
+        instruction = a.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            raise bad("instruction must be a string when given")
+        if instruction is not None and len(instruction) > INSTRUCTION_MAX_CHARS:
+            raise bad(f"instruction too long ({len(instruction)} characters; at most {INSTRUCTION_MAX_CHARS})")
+        out["instruction"] = (instruction or "").strip() or None
     else:
         out["position"] = pos(a.get("position"), "position")
     return out

@@ -18,6 +18,8 @@ export const SERVER_SETTING_KEYS = [
   "languages",
   "contextTokens",
   "drafts",
+  "promptFormat",
+  "weights",
   "backend",
   "endpoint",
   "apiKeyEnv",

@@ -12,7 +12,8 @@ M.defaults = {
   filetypes = nil,
   root_markers = { ".git" },
   -- Server settings (docs/PROTOCOL.md, camelCase keys), sent as initializationOptions and as
-  -- workspace/didChangeConfiguration {settings = {dg = ...}}. Where fills run: backend = "embedded" |
+  -- workspace/didChangeConfiguration {settings = {dg = ...}}, e.g. { modelPath = ..., promptFormat = "chat",
+  -- weights = "int4" }. Where fills run: backend = "embedded" |
   -- "service" | "openai", with endpoint, apiKeyEnv (the NAME of the variable holding the key), model and
   -- autoStart (:help dg-backends).
   settings = {},
