@@ -16,6 +16,32 @@ from engine.moe import MoE
 from engine.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
 
 
+def fuse_linears(linears: list[nn.Linear], memo: dict) -> torch.Tensor | None:
+    """Stack the weights of bias-free dense `linears` that read the same input into one (sum N_i, K) tensor and
+    make each weight a view of it (no extra memory), so one GEMM computes all of them: the same bits as separate
+    GEMMs on CPU (each output is the same dot product; tests/engine/test_fused_projections.py, bench.parity). None
+    when any is quantized, biased or placed apart. `memo`, one per pass over a model, maps the ids of weights
+    already stacked to their stack and views, so an encoder layer sharing a decoder layer's weights shares the
+    stack (the ids looked up belong to weights alive since the pass began, so they cannot be recycled ones)."""
+    if not all(type(lin) is nn.Linear and lin.bias is None for lin in linears):
+        return None
+    ws = [lin.weight for lin in linears]
+    if len({(w.device, w.dtype) for w in ws}) != 1:
+        return None
+    key = tuple(id(w) for w in ws)
+    if key not in memo:
+        fused = torch.cat([w.detach() for w in ws])
+        views, start = [], 0
+        for w in ws:
+            views.append(nn.Parameter(fused[start:start + w.shape[0]], requires_grad=False))
+            start += w.shape[0]
+        memo[key] = (fused, views)
+    fused, views = memo[key]
+    for lin, view in zip(linears, views, strict=True):
+        lin.weight = view
+    return fused
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: TextConfig, spec: LayerSpec) -> None:
         super().__init__()
@@ -28,20 +54,43 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(nh * spec.head_dim, h, bias=cfg.attention_bias)
         self.q_norm = nn.Parameter(torch.ones(spec.head_dim))
         self.k_norm = nn.Parameter(torch.ones(spec.head_dim))
+        self.qkv: torch.Tensor | None = None  # (Nq + Nk [+ Nv], H) stacked q/k/v weights (fuse), else 3 GEMMs
 
-    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, H) -> k, v (B, Hkv, T, D)."""
+    def fuse(self, memo: dict) -> None:
+        self.qkv = fuse_linears([p for p in (self.q_proj, self.k_proj, self.v_proj) if p is not None], memo)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, H) -> raw q (B, T, Hq, D), k, v (B, T, Hkv, D) before norms and rotary (v is k without v_proj)."""
         b, t, _ = x.shape
-        raw_k = self.k_proj(x).view(b, t, -1, self.spec.head_dim)
-        raw_v = self.v_proj(x).view(b, t, -1, self.spec.head_dim) if self.v_proj is not None else raw_k
+        d = self.spec.head_dim
+        if self.qkv is not None:
+            y = F.linear(x, self.qkv)
+            nq, nk = self.q_proj.weight.shape[0], self.k_proj.weight.shape[0]
+            q, k = y[..., :nq], y[..., nq:nq + nk]
+            v = y[..., nq + nk:] if self.v_proj is not None else k
+        else:
+            q, k = self.q_proj(x), self.k_proj(x)
+            v = self.v_proj(x) if self.v_proj is not None else k
+        return q.view(b, t, -1, d), k.view(b, t, -1, d), v.view(b, t, -1, d)
+
+    def finish_kv(self, raw_k: torch.Tensor, raw_v: torch.Tensor, cos: torch.Tensor,
+                  sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """raw k, v (B, T, Hkv, D) -> k, v (B, Hkv, T, D) as the cache holds them."""
         k = apply_rope(rms_norm(raw_k, self.k_norm, self.eps), cos, sin)
         v = rms_norm(raw_v, None, self.eps)
         return k.transpose(1, 2), v.transpose(1, 2)
 
-    def forward(self, x, cos, sin, keys, values, mask) -> torch.Tensor:
-        """x (B, T, H); keys/values (B, Hkv, S, D) already include this block's own K/V; mask (T, S) bool or None."""
+    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, H) -> k, v (B, Hkv, T, D)."""
+        _, raw_k, raw_v = self.project(x)
+        return self.finish_kv(raw_k, raw_v, cos, sin)
+
+    def forward(self, x, cos, sin, keys, values, mask, q=None) -> torch.Tensor:
+        """x (B, T, H); keys/values (B, Hkv, S, D) already include this block's own K/V; mask (T, S) bool or None;
+        q the raw (B, T, Hq, D) queries if `project` already gave them."""
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, -1, self.spec.head_dim)
+        if q is None:
+            q = self.q_proj(x).view(b, t, -1, self.spec.head_dim)
         q = apply_rope(rms_norm(q, self.q_norm, self.eps), cos, sin).transpose(1, 2)
         # Scaling is 1: q_norm/k_norm already fix the logit scale.
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=1.0,
@@ -56,9 +105,18 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden, inter, bias=False)
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
+        self.gate_up: torch.Tensor | None = None  # (2I, H) stacked gate/up weights (fuse), else 2 GEMMs
+
+    def fuse(self, memo: dict) -> None:
+        self.gate_up = fuse_linears([self.gate_proj, self.up_proj], memo)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate=self.approximate) * self.up_proj(x))
+        if self.gate_up is not None:
+            gate, up = F.linear(x, self.gate_up).chunk(2, dim=-1)
+            gate = gate.contiguous()  # exact (erf) gelu rounds differently on a strided input
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(F.gelu(gate, approximate=self.approximate) * up)
 
 
 class Layer(nn.Module):
@@ -78,11 +136,12 @@ class Layer(nn.Module):
         self.register_buffer("enc_layer_scalar", torch.ones(1))
         self.register_buffer("dec_layer_scalar", torch.ones(1))
 
-    def forward(self, x, h, cos, sin, keys, values, mask, decoder: bool) -> torch.Tensor:
-        """x (B, T, H) residual stream; h = input_layernorm(x), already computed by the caller for this block's K/V."""
+    def forward(self, x, h, cos, sin, keys, values, mask, decoder: bool, q=None) -> torch.Tensor:
+        """x (B, T, H) residual stream; h = input_layernorm(x), already computed by the caller for this block's K/V
+        (and q its raw queries, if projected with them)."""
         n = lambda t, w: rms_norm(t, w, self.eps)  # noqa: E731
         residual = x
-        x = residual + n(self.self_attn(h, cos, sin, keys, values, mask), self.post_attention_layernorm)
+        x = residual + n(self.self_attn(h, cos, sin, keys, values, mask, q), self.post_attention_layernorm)
         residual = x
         dense = n(self.mlp(n(x, self.pre_feedforward_layernorm)), self.post_feedforward_layernorm_1)
         flat = residual.reshape(-1, residual.shape[-1])
@@ -126,8 +185,12 @@ class DiffusionGemmaText(nn.Module):
         head about 25% faster as GEMMs of 1,024 vocabulary rows (same bits: each logit is the same dot product)."""
         p = self.embed_tokens
         self.head_chunk = 1024 if p.device.type == "cpu" else None
+        memo: dict = {}  # an encoder layer sharing the decoder's weights shares their stack too
         for layer in (*self.layers, *(self.enc_layers or ())):
             layer.moe.select_kernels(p.device, p.dtype)
+            layer.self_attn.fuse(memo)
+            layer.mlp.fuse(memo)
+        self.self_conditioning.mlp.fuse(memo)
 
     # -- helpers -------------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
@@ -164,23 +227,27 @@ class DiffusionGemmaText(nn.Module):
         rope = self.rope_tables(p, t, ids.device, x.dtype)
         q_pos = positions[:, None]
         new = KVCache(length=p + t, windows=tuple(w if s.sliding else None for s in self.cfg.layers))
-        for i, layer in enumerate(self.enc_layers if self.enc_layers is not None else self.layers):
+        layers = self.enc_layers if self.enc_layers is not None else self.layers
+        for i, layer in enumerate(layers):
             spec = self.cfg.layers[i]
             cos, sin = rope[(spec.sliding, spec.head_dim)]
             h = rms_norm(x, layer.input_layernorm, layer.eps)
-            k, v = layer.self_attn.project_kv(h, cos, sin)
+            q, k, v = layer.self_attn.project(h)
+            k, v = layer.self_attn.finish_kv(k, v, cos, sin)
             start = p
             if cache.keys:
                 start = cache.start(i)
                 k = torch.cat([cache.keys[i], k], dim=2)  # positions start .. p + t - 1
                 v = torch.cat([cache.values[i], v], dim=2)
-            # Sliding layers only need keys inside the window of the first new query.
-            lo = max(0, p - w + 1) if spec.sliding else 0
-            k_pos = torch.arange(lo, p + t, device=ids.device)[None, :]
-            mask = k_pos <= q_pos
-            if spec.sliding:
-                mask = mask & (k_pos > q_pos - w)
-            x = layer(x, h, cos, sin, k[:, :, lo - start:], v[:, :, lo - start:], mask, decoder=False)
+            # The last layer's output feeds no layer's K/V (the encoder's only product): only its K/V are computed.
+            if i < len(layers) - 1:
+                # Sliding layers only need keys inside the window of the first new query.
+                lo = max(0, p - w + 1) if spec.sliding else 0
+                k_pos = torch.arange(lo, p + t, device=ids.device)[None, :]
+                mask = k_pos <= q_pos
+                if spec.sliding:
+                    mask = mask & (k_pos > q_pos - w)
+                x = layer(x, h, cos, sin, k[:, :, lo - start:], v[:, :, lo - start:], mask, decoder=False, q=q)
             keep = kept_tokens(spec, w, slack, p + t)
             if keep < k.shape[2]:  # a copy, so the dropped tokens' memory is freed
                 k, v = k[:, :, -keep:].clone(), v[:, :, -keep:].clone()
@@ -204,20 +271,24 @@ class DiffusionGemmaText(nn.Module):
             spec = self.cfg.layers[i]
             cos, sin = kv.rope[(spec.sliding, spec.head_dim)]
             h = rms_norm(x, layer.input_layernorm, layer.eps)
-            k, v = layer.self_attn.project_kv(h, cos, sin)
+            q, k, v = layer.self_attn.project(h)
+            k, v = layer.self_attn.finish_kv(k, v, cos, sin)
             p = kv.context_slots[i]
             kv.keys[i][:, :, p:].copy_(k)
             kv.values[i][:, :, p:].copy_(v)
-            x = layer(x, h, cos, sin, kv.keys[i], kv.values[i], kv.masks[i], decoder=True)
+            x = layer(x, h, cos, sin, kv.keys[i], kv.values[i], kv.masks[i], decoder=True, q=q)
         x = rms_norm(x, self.norm, self.cfg.rms_norm_eps)
         head = self.lm_head if self.lm_head is not None else self.embed_tokens
         v, n = head.shape[0], self.head_chunk
         if n is None or v <= n:
             return F.linear(x, head)
-        out = x.new_empty(*x.shape[:-1], v)
-        for i in range(0, v, n):
-            out[..., i:i + n] = F.linear(x, head[i:i + n])
-        return out
+        rows = x.reshape(-1, x.shape[-1])
+        if torch.compiler.is_compiling():  # Inductor has each GEMM write its slice of the concatenation
+            return torch.cat([F.linear(rows, head[i:i + n]) for i in range(0, v, n)], dim=-1).view(*x.shape[:-1], v)
+        out = rows.new_empty(rows.shape[0], v)
+        for i in range(0, v, n):  # each GEMM writes its columns in place (no copy)
+            torch.mm(rows, head[i:i + n].t(), out=out[:, i:i + n])
+        return out.view(*x.shape[:-1], v)
 
     def decode(self, canvas: torch.Tensor, cache: KVCache, soft: torch.Tensor | None) -> torch.Tensor:
         """canvas (B, C) ids, bidirectional over itself and the cached context; soft (B, C, H) or None (first

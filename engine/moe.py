@@ -127,11 +127,10 @@ class MoE(nn.Module):
         experts = torch.arange(self.num_experts, device=ids.device, dtype=ids.dtype)
         offsets = torch.searchsorted(ids, experts, right=True).to(torch.int32)
         # top-k experts of a token are distinct: no expert gets more than N rows
-        gate, up = grouped_linear(x[perm // self.top_k], self.gate_up_proj, offsets, n,
+        gate, up = grouped_linear(x.index_select(0, perm // self.top_k), self.gate_up_proj, offsets, n,
                                   self.use_grouped_mm).chunk(2, dim=-1)
         y = grouped_linear(F.gelu(gate, approximate=self.approximate) * up, self.down_proj, offsets, n,
                            self.use_grouped_mm)
-        y = y * w.reshape(-1)[perm].unsqueeze(-1)  # (S, H)
-        inv = torch.empty_like(perm)
-        inv[perm] = torch.arange(perm.numel(), device=perm.device)
-        return y[inv].view(n, self.top_k, h).sum(dim=1).to(x.dtype)
+        y = y * w.reshape(-1).index_select(0, perm).unsqueeze(-1)  # (S, H)
+        # back to (token, k) order: row j of y belongs at perm[j]
+        return torch.empty_like(y).index_copy_(0, perm, y).view(n, self.top_k, h).sum(dim=1).to(x.dtype)
