@@ -20,15 +20,16 @@ def fuse_linears(linears: list[nn.Linear], memo: dict) -> torch.Tensor | None:
     """Stack the weights of bias-free dense `linears` that read the same input into one (sum N_i, K) tensor and
     make each weight a view of it (no extra memory), so one GEMM computes all of them: the same bits as separate
     GEMMs on CPU (each output is the same dot product; tests/engine/test_fused_projections.py, bench.parity). None
-    when any is quantized, biased or placed apart. `memo`, one per pass over a model, maps the ids of weights
-    already stacked to their stack and views, so an encoder layer sharing a decoder layer's weights shares the
-    stack (the ids looked up belong to weights alive since the pass began, so they cannot be recycled ones)."""
+    when any is quantized, biased or placed apart. `memo`, one per pass over a model, maps the memory of weights
+    already stacked to their stack and views, so an encoder layer sharing a decoder layer's weights (other
+    Parameters over the same storage) shares the stack too. Only weights alive since the pass began are looked
+    up, so a key never names memory freed and reused during the pass."""
     if not all(type(lin) is nn.Linear and lin.bias is None for lin in linears):
         return None
     ws = [lin.weight for lin in linears]
     if len({(w.device, w.dtype) for w in ws}) != 1:
         return None
-    key = tuple(id(w) for w in ws)
+    key = tuple((w.device, w.data_ptr(), tuple(w.shape), w.stride()) for w in ws)
     if key not in memo:
         fused = torch.cat([w.detach() for w in ws])
         views, start = [], 0
