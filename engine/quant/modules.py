@@ -17,12 +17,12 @@ from torch import nn
 
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
 
-# Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / tied LM head,
-# norms, router, per-expert scales, layer scalars).
+# Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,
+# router, per-expert scales, layer scalars). `enc_layers.*`: the layers of a separate encoder (untied checkpoints).
 LINEAR_TARGETS = re.compile(
-    r"^(layers\.\d+\.self_attn\.[qkvo]_proj|layers\.\d+\.mlp\.(gate|up|down)_proj|self_conditioning\.mlp\.(gate|up|down)_proj)"
-    r"\.weight$")
-EXPERT_TARGETS = re.compile(r"^layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
+    r"^((enc_)?layers\.\d+\.self_attn\.[qkvo]_proj|(enc_)?layers\.\d+\.mlp\.(gate|up|down)_proj"
+    r"|self_conditioning\.mlp\.(gate|up|down)_proj)\.weight$")
+EXPERT_TARGETS = re.compile(r"^(enc_)?layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
 
 
 def is_target(key: str) -> bool:
