@@ -2,7 +2,7 @@
 unquantized model (tiny random checkpoints and the shipped model), the MoE kernel against its oracle, and the shipped
 model's infill exact match / edit similarity at int8 and int4 beside fp32 with paired bootstrap intervals.
 
-    python -m bench.quant [--holes 300] [--quick]
+    python -m bench.quant [--holes 300] [--quick] [--threads 1]
 
 Last line JSON: formats, bytes_ratio, max_rel_logit_err, token_agreement, kernel_max_rel_err, em_delta_int4(_ci), ...
 """
