@@ -2,7 +2,7 @@
 unquantized model (tiny random checkpoints and the shipped model), the MoE kernel against its oracle, and the shipped
 model's infill exact match / edit similarity at int8 and int4 beside fp32 with paired bootstrap intervals.
 
-    python -m bench.quant [--holes 300] [--quick]
+    python -m bench.quant [--holes 300] [--quick] [--threads 1]
 
 Last line JSON: formats, bytes_ratio, max_rel_logit_err, token_agreement, kernel_max_rel_err, em_delta_int4(_ci), ...
 """
@@ -91,6 +91,12 @@ def int4_variants(path: Path) -> dict:
     return out
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the Triton interpreter child)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def paired_bootstrap(a: list[float], b: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Mean of b - a over paired items and its 95% percentile interval."""
     rng = random.Random(seed)
@@ -100,7 +106,8 @@ def paired_bootstrap(a: list[float], b: list[float], n: int = 2000, seed: int = 
 
 
 def quality(path: Path, holes: int, seed: int = 0) -> dict:
-    """Held-out holes at the true canvas length, filled at fp32, int8 and int4 (same holes, same seeds)."""
+    """Held-out holes at the true canvas length, filled at fp32, int8 and int4 (same holes, same seeds). The three
+    engines fill each hole in turn, so a progress line every 50 holes carries paired figures so far."""
     import json
 
     from engine.tokens import InfillFormat
@@ -112,12 +119,17 @@ def quality(path: Path, holes: int, seed: int = 0) -> dict:
     data_cfg = DataConfig(context_tokens=infill.get("max_context_tokens", 128),
                           suffix_tokens=infill.get("max_suffix_tokens", 32), canvas_lengths=fmt.canvas_lengths,
                           canvas_weights=tuple(1.0 for _ in fmt.canvas_lengths))
-    rows, cases = {}, None
-    for weights in ("bf16", "int8", "int4"):
-        filler = Filler(path, None, None, weights)
-        cases = cases or held_out_holes(filler.tok, fmt, data_cfg, holes, seed)  # the same holes for each format
-        _, rows[weights] = run_holes(filler, cases, fmt, seed, lengths=("true",))
-    out = {"holes": holes}
+    fillers = {w: Filler(path, None, None, w) for w in ("bf16", "int8", "int4")}
+    cases = held_out_holes(fillers["bf16"].tok, fmt, data_cfg, holes, seed)  # the same holes for each format
+    rows: dict[str, list[dict]] = {w: [] for w in fillers}
+    t0 = time.time()
+    for i, case in enumerate(cases):
+        for w, filler in fillers.items():
+            rows[w] += run_holes(filler, [case], fmt, seed + i, lengths=("true",))[1]  # fill seed: seed + i
+        if (i + 1) % 50 == 0 or i + 1 == len(cases):
+            em = {w: round(sum(r["true"]["exact"] for r in rs) / len(rs), 3) for w, rs in rows.items()}
+            print(f"  {i + 1}/{len(cases)} holes, {time.time() - t0:.0f} s: EM {em}", flush=True)
+    out: dict = {"holes": holes}
     base_em = [float(r["true"]["exact"]) for r in rows["bf16"]]
     base_es = [float(r["true"]["es"]) for r in rows["bf16"]]
     out["em_fp32"], out["es_fp32"] = sum(base_em) / holes, sum(base_es) / holes
@@ -128,6 +140,8 @@ def quality(path: Path, holes: int, seed: int = 0) -> dict:
         out[f"em_{weights}"], out[f"em_delta_{weights}"], out[f"em_delta_{weights}_ci"] = sum(em) / holes, d, [lo, hi]
         d, lo, hi = paired_bootstrap(base_es, es)
         out[f"es_{weights}"], out[f"es_delta_{weights}"], out[f"es_delta_{weights}_ci"] = sum(es) / holes, d, [lo, hi]
+        out[f"fills_identical_{weights}"] = sum(a["true"]["fill"] == b["true"]["fill"]
+                                                for a, b in zip(rows["bf16"], rows[weights], strict=True)) / holes
     return out
 
 
@@ -135,10 +149,16 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--holes", type=int, default=300)
     ap.add_argument("--quick", action="store_true", help="30 holes (a code-path check, not a measurement)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(max(1, args.threads))
     torch.manual_seed(0)
     t0 = time.time()
+    phases: dict[str, float] = {}
+
+    def lap(name: str, start: float) -> None:
+        phases[name] = round(time.time() - start, 1)
+        print(f"[{name}: {phases[name]} s wall, {cpu_seconds():.0f} s CPU so far]", flush=True)
     shipped = default_model_path()
 
     cfg = memory.gemma4_26b_a4b()
@@ -149,9 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     for f, b in per.items():
         print(f"  {f:<5} {b / GB:6.2f} GB  ratio {b / per['bf16']:.3f}")
 
+    t = time.time()
     variants = int4_variants(shipped)
     print("int4 groups on the shipped model:", variants)
+    lap("int4_variants", t)
 
+    t = time.time()
     with tempfile.TemporaryDirectory() as d:
         from engine.testing import build_tiny_checkpoint
 
@@ -162,12 +185,17 @@ def main(argv: list[str] | None = None) -> None:
     print("max relative logit error vs unquantized:", {k: round(v, 4) for k, v in err.items()})
     print("token agreement with fp32 (2 canvases x 6 prompts, reference-compatible):",
           {k: round(v, 3) for k, v in agree.items()})
+    lap("logit_err_and_agreement", t)
 
+    t = time.time()
     inputs = cases(seed=0)
     kerr = max_rel_err(inputs, run_kernel(inputs))
     print("kernel vs eager oracle (Triton interpreter):", {k: f"{v:.1e}" for k, v in kerr.items()})
+    lap("kernel", t)
 
+    t = time.time()
     q = quality(shipped, 30 if args.quick else args.holes)
+    lap("quality", t)
     print(f"shipped model, {q['holes']} held-out holes at the true canvas length: EM fp32 {q['em_fp32']:.3f}, "
           f"int8 {q['em_int8']:.3f} (delta {q['em_delta_int8']:+.3f}, 95% CI {q['em_delta_int8_ci']}), "
           f"int4 {q['em_int4']:.3f} (delta {q['em_delta_int4']:+.3f}, 95% CI {q['em_delta_int4_ci']}); "
@@ -180,9 +208,12 @@ def main(argv: list[str] | None = None) -> None:
         "max_rel_logit_err": err,
         "token_agreement": agree,
         "kernel_max_rel_err": max(kerr.values()),
+        "kernel_rel_err": kerr,
         **q,
         "machine": machine(),
+        "phase_seconds": phases,
         "seconds": round(time.time() - t0, 1),
+        "cpu_seconds": round(cpu_seconds(), 1),  # ours and the kernel child's: the wall time includes others' load
     })
 
 

@@ -115,11 +115,10 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
         # layer scalars and norm weights stay exact; everything else is cast to the serving dtype or quantized
         state.update(plan.convert(key, read()))
     if model.enc_layers is not None:
-        if plan.parts:
-            raise CheckpointError(f"{path}: quantized weights ({plan.fmt}) are not supported yet for a checkpoint "
-                                  "whose encoder differs from its decoder (untied, or attention biases); "
-                                  "use weights=bf16")
         _share_encoder(state, expected, cfg.tie_word_embeddings)
+        for key, entries in plan.share_encoder(expected, cfg.tie_word_embeddings).items():
+            state.update(entries)
+            seen.add(key)
     missing = sorted(set(expected) - seen - set(state))
     if missing or unexpected:
         raise CheckpointError(

@@ -168,12 +168,15 @@ def dequantize(p: QuantParts, dtype: torch.dtype = torch.float32) -> torch.Tenso
     """QuantParts -> float weight (..., N, K) in `dtype` (computed in fp32)."""
     k = p.shape[-1]
     if p.fmt in ("int8", "fp8"):
-        w = p.qweight.float() * p.scale.float()
+        w = p.qweight.float().mul_(p.scale.float())
     elif p.fmt == "int4":
-        q = unpack_int4(p.qweight, k).float()
-        zero = p.zero.float() if p.zero is not None else torch.full_like(p.scale, 8, dtype=torch.float32)
-        expand = lambda t: t.repeat_interleave(p.group_size, dim=-1)[..., :k]  # noqa: E731
-        w = (q - expand(zero)) * expand(p.scale.float())
+        groups, g = p.scale.shape[-1], p.group_size
+        q = unpack_int4(p.qweight, k)  # (..., N, K) uint8
+        if groups * g != k:  # a short last group: pad to whole groups, sliced off below
+            q = torch.nn.functional.pad(q, (0, groups * g - k))
+        q = q.unflatten(-1, (groups, g)).float()  # (..., N, G, g): scale and zero broadcast over each group
+        zero = p.zero.float()[..., None] if p.zero is not None else 8.0
+        w = q.sub_(zero).mul_(p.scale.float()[..., None]).flatten(-2)[..., :k]
     else:
         raise ValueError(f"unknown quantized format {p.fmt!r}")
     return w.to(dtype)

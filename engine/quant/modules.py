@@ -3,8 +3,8 @@
 weights get quantized, and the swap on a (meta) model, live here too.
 
 Matmul paths: on CUDA with Triton, the grouped kernel `engine.kernels.moe_quant` dequantizes tiles on the fly (a plain
-linear is one expert); elsewhere the weight is dequantized to the activation dtype and run with torch (correct,
-slower, a transient full-size copy of one weight at a time).
+linear is one expert); elsewhere the weight (a whole expert stack) is dequantized to the activation dtype and run
+with torch's dense (grouped) GEMM: correct, slower, a transient full-size copy of one weight at a time.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from torch import nn
 
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
 
-# Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / tied LM head,
-# norms, router, per-expert scales, layer scalars).
+# Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,
+# router, per-expert scales, layer scalars). `enc_layers.*`: the layers of a separate encoder (untied checkpoints).
 LINEAR_TARGETS = re.compile(
-    r"^(layers\.\d+\.self_attn\.[qkvo]_proj|layers\.\d+\.mlp\.(gate|up|down)_proj|self_conditioning\.mlp\.(gate|up|down)_proj)"
-    r"\.weight$")
-EXPERT_TARGETS = re.compile(r"^layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
+    r"^((enc_)?layers\.\d+\.self_attn\.[qkvo]_proj|(enc_)?layers\.\d+\.mlp\.(gate|up|down)_proj"
+    r"|self_conditioning\.mlp\.(gate|up|down)_proj)\.weight$")
+EXPERT_TARGETS = re.compile(r"^(enc_)?layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
 
 
 def is_target(key: str) -> bool:
@@ -68,21 +68,19 @@ class QuantWeight(nn.Module):
         return moe_quant.triton is not None
 
     def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        """x (S, K) rows sorted by expert, offsets (E,) cumulative row ends -> (S, N) in x's dtype."""
+        """x (S, K) rows sorted by expert, offsets (E,) int32 cumulative row ends (on the device) -> (S, N) in x's
+        dtype."""
         x = self._act(x)
         if self._use_kernel(x):
             from engine.kernels.moe_quant import moe_quant_linear
 
             return moe_quant_linear(x, self.parts, offsets)
-        out = x.new_zeros(x.shape[0], self.shape[-2])
-        start = 0
-        for e, end in enumerate(offsets.tolist()):  # CPU path: one host read of the offsets per call
-            if end > start:
-                w = dequantize(QuantParts(self.fmt, self.shape[1:], self.qweight[e], self.scale[e],
-                                          self.zero[e] if self.zero is not None else None, self.group_size), x.dtype)
-                torch.mm(x[start:end], w.t(), out=out[start:end])
-            start = end
-        return out
+        from engine.moe import grouped_linear
+
+        # Elsewhere: the whole stack (E, N, K) dequantized to x's dtype, then the dense grouped GEMM (torch's
+        # grouped_mm; where there is none, a bmm padded to S rows per expert): no loop over experts, and the
+        # offsets never leave the device.
+        return grouped_linear(x, self.dequantize(x.dtype), offsets, x.shape[0])
 
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., K) -> (..., N) for a 2D weight."""

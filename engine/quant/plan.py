@@ -5,6 +5,7 @@ while reading: each target weight is quantized as soon as it is read, so peak me
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,9 +61,32 @@ class WeightPlan:
             out[f"{path}.zero"] = parts.zero
         return out
 
+    def share_encoder(self, expected: Iterable[str], tied: bool) -> dict[str, dict[str, torch.Tensor]]:
+        """Quantized weights of a separate encoder (`enc_layers.*`) that are the decoder's take the decoder's parts
+        (the same tensors, no second copy): every target under a tied config (the loader skips those tensors), and
+        one the checkpoint stores equal to the decoder's. Returns encoder key -> its state-dict entries."""
+        shared = {}
+        for key in expected:
+            dec = key.removeprefix("enc_")
+            if key == dec or dec not in self.parts:
+                continue
+            own = self.parts.get(key)
+            if (own is None and tied) or (own is not None and _same(own, self.parts[dec])):
+                shared[key] = self._entries(key, self.parts[dec])
+        return shared
+
     def finish(self, model: nn.Module) -> None:
         """Swap the quantized modules into the (meta) model before its state dict is assigned."""
         swap_in(model, self.parts)
+
+
+def _same(a: QuantParts, b: QuantParts) -> bool:
+    """Whether two quantized weights hold the same bits (quantization is deterministic: equal inputs, equal parts)."""
+    if a.fmt != b.fmt or a.shape != b.shape or (a.zero is None) != (b.zero is None):
+        return False
+    pairs = [(a.qweight, b.qweight), (a.scale, b.scale)] + ([(a.zero, b.zero)] if a.zero is not None else [])
+    return all(x.view(torch.uint8).equal(y.view(torch.uint8)) if x.dtype == torch.float8_e4m3fn else x.equal(y)
+               for x, y in pairs)
 
 
 def _trim_heap() -> None:

@@ -1,6 +1,7 @@
 """Checkpoint builders for the quantization tests (imported by name: a module called conftest is ambiguous
 across test folders): tiny random ones (transformers), the same in bf16 shards, a larger random
-one written shard by shard (for peak memory), and a compressed-tensors FP8 one written with the library."""
+one written shard by shard (for peak memory), and a compressed-tensors FP8 one written with the library; and the
+logits / dequantized twin the tests compare."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from engine.model import KVCache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -180,3 +183,43 @@ def dequantized_copy(src: Path, dst: Path) -> Path:
         plain[f"{prefix}.down_proj"] = torch.stack([pieces[("down_proj", e)] for e in range(n)])
     save_file(plain, str(dst / "model.safetensors"))
     return dst
+
+
+# -- what the tests compare -----------------------------------------------------------------------------------
+def logits(engine, seed: int = 0) -> torch.Tensor:
+    """Decoder logits (1, 16, V) of an Engine (or a bare model) on random context and canvas ids."""
+    model = getattr(engine, "model", engine)
+    g = torch.Generator().manual_seed(seed)
+    v = model.cfg.vocab_size
+    ctx = torch.randint(0, v, (1, 24), generator=g)
+    canvas = torch.randint(0, v, (1, 16), generator=g)
+    with torch.inference_mode():
+        return model.decode(canvas, model.encode(ctx, KVCache()), None)
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / b.abs().max())
+
+
+def dequantized_twin(engine) -> nn.Module:
+    """The engine's model with every quantized module replaced by plain fp32 weights equal to its dequantization."""
+    import copy
+
+    from engine.quant.modules import QuantLinear, QuantWeight
+
+    twin = copy.deepcopy(engine.model)
+    for name, m in list(twin.named_modules()):
+        if isinstance(m, QuantWeight):
+            parent_name, _, attr = name.rpartition(".")
+            parent = twin.get_submodule(parent_name)
+            w = m.dequantize(torch.float32)
+            delattr(parent, attr)
+            if isinstance(m, QuantLinear):
+                lin = nn.Linear(w.shape[1], w.shape[0], bias=m.bias is not None)
+                lin.weight.data.copy_(w)
+                if m.bias is not None:
+                    lin.bias.data.copy_(m.bias)
+                setattr(parent, attr, lin)
+            else:
+                setattr(parent, attr, nn.Parameter(w, requires_grad=False))
+    return twin

@@ -7,28 +7,12 @@ import json
 
 import pytest
 import torch
-from quant_checkpoints import dequantized_copy, to_bf16_shards
+from quant_checkpoints import dequantized_copy, dequantized_twin, logits, rel_err, to_bf16_shards
 from safetensors import safe_open
 
 from engine.engine import Engine
-from engine.model import KVCache
 from engine.quant.checkpoint import QuantConfigError
 from engine.quant.modules import QuantLinear, QuantWeight
-
-
-def logits(engine, seed: int = 0) -> torch.Tensor:
-    """Decoder logits (1, 16, V) of an Engine (or a bare model) on random context and canvas ids."""
-    model = engine.model if isinstance(engine, Engine) else engine
-    g = torch.Generator().manual_seed(seed)
-    v = model.cfg.vocab_size
-    ctx = torch.randint(0, v, (1, 24), generator=g)
-    canvas = torch.randint(0, v, (1, 16), generator=g)
-    with torch.inference_mode():
-        return model.decode(canvas, model.encode(ctx, KVCache()), None)
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 def test_fp8_checkpoint_loads_as_fp8_and_matches_its_dequantized_reference(fp8_ckpt, tmp_path):
@@ -73,28 +57,6 @@ def test_unsupported_quantization_config_is_refused_by_name(fp8_ckpt, tmp_path):
     (bad / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(QuantConfigError, match="not FP8 e4m3"):
         Engine.from_pretrained(bad, device="cpu", dtype="float32")
-
-
-def dequantized_twin(engine: Engine):
-    """The engine's model with every quantized module replaced by plain fp32 weights equal to its dequantization."""
-    import copy
-
-    from torch import nn
-
-    twin = copy.deepcopy(engine.model)
-    for name, m in list(twin.named_modules()):
-        if isinstance(m, QuantWeight):
-            parent_name, _, attr = name.rpartition(".")
-            parent = twin.get_submodule(parent_name)
-            w = m.dequantize(torch.float32)
-            delattr(parent, attr)
-            if isinstance(m, QuantLinear):
-                lin = nn.Linear(w.shape[1], w.shape[0], bias=m.bias is not None)
-                lin.weight.data.copy_(w)
-                setattr(parent, attr, lin)
-            else:
-                setattr(parent, attr, nn.Parameter(w, requires_grad=False))
-    return twin
 
 
 def test_quantized_from_bf16_shards_compute_with_their_dequantized_weights(tiny_ckpts, tmp_path):

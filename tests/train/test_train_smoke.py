@@ -47,7 +47,6 @@ def test_corrupt_is_uniform_noise_with_explicit_generator():
 
 
 def test_loss_finite_and_decreases_on_repeated_batch(tmp_path, tok):
-    torch.set_num_threads(2)
     cfg, ds = _setup(tmp_path, tok, noise_draws=2, self_conditioning_prob=0.5, ar_weight=0.5)
     model = build_model(cfg).train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
