@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 
+from dg_lsp.sched import short_slice
 from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
 
 
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
     # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
     sys.setswitchinterval(GIL_SWITCH_S)
+    short_slice()  # this thread runs the event loop (dg_lsp.sched)
     if args.tcp:
         try:
             asyncio.run(serve_tcp(lambda: build_server(default_model=args.model), *args.tcp, token))

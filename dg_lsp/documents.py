@@ -86,7 +86,7 @@ def line_starts(text: str) -> np.ndarray:
 
 def _row(starts: np.ndarray, offset: int) -> int:
     """The line holding `offset` (in [0, len(text)]): a binary search in `starts`."""
-    return int(np.searchsorted(starts, offset, side="right")) - 1
+    return int(starts.searchsorted(offset, side="right")) - 1  # the method: np.searchsorted adds a wrapper
 
 
 def _end_of_row(text: str, starts: np.ndarray, row: int) -> int:
@@ -302,8 +302,8 @@ def _splice_starts(starts: np.ndarray, start: int, end: int, new: str, old: str)
     the edit and a "\\n" it inserts (or one just after it) make one line break, and a break the edit splits becomes
     two."""
     delta = len(new) - (end - start)
-    lo = int(np.searchsorted(starts, start, side="left"))  # starts[:lo] < start
-    hi = int(np.searchsorted(starts, end + 1, side="right"))  # starts[hi:] > end + 1
+    lo = int(starts.searchsorted(start, side="left"))  # starts[:lo] < start
+    hi = int(starts.searchsorted(end + 1, side="right"))  # starts[hi:] > end + 1
     if lo == hi and not _BREAK.search(new):  # a keystroke within a line: one copy, one add
         out = starts.copy()
         out[hi:] += delta

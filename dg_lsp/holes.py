@@ -73,14 +73,29 @@ class Hole:
     instruction: str | None = None
 
 
+_INDENT_RUN = re.compile(r"\n([ \t]+)\S")  # the indentation of each line with code (\S: not blank)
+_ASCII_ODD_SPACE = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")  # line breaks or whitespace, not " \t\n"
+
+
 def leading_ws(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def indent_unit(text: str, default: str = "    ") -> str:
-    """The file's indentation step: a tab if indented lines use tabs, else the smallest space step."""
+    """The file's indentation step: a tab if indented lines use tabs, else the smallest space step.
+
+    Lines are str.splitlines' lines. An ASCII head whose only line break is "\n" and whose only other whitespace is
+    space and tab (most code) is read by one regex in C (~0.2 ms instead of ~1 ms for 20,000 characters, on some
+    keystrokes' path); any other head by the loop over its lines."""
+    head = text[:20_000]
+    if head.isascii() and not any(c in head for c in _ASCII_ODD_SPACE):
+        runs = _INDENT_RUN.findall("\n" + head)
+        if any(r[0] == "\t" for r in runs):
+            return "\t"
+        step = min(map(len, runs), default=0)
+        return " " * step if step in (2, 3, 4, 8) else default
     step = 0
-    for line in text[:20_000].splitlines():
+    for line in head.splitlines():
         ws = leading_ws(line)
         if not ws or not line.strip():
             continue

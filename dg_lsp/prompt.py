@@ -142,17 +142,21 @@ def _imports(snap: Snapshot, before: int) -> list[tuple[int, int]]:
     nodes (imports sit at the head of a file; a file of 100,000 statements must not cost a walk over all)."""
     if snap.tree is None or snap.spec is None:
         return []
-    text, out = snap.text, []
+    text, out, kinds = snap.text, [], snap.spec.imports
     limit = snap.byte_offset(before)
-    root = snap.tree.root_node
-    for i in range(min(root.child_count, IMPORT_SCAN)):
-        node = root.child(i)
+    cursor = snap.tree.root_node.walk()  # sibling steps: Node.child(i) walks from the first child every time
+    more = cursor.goto_first_child()
+    for _ in range(IMPORT_SCAN):
+        if not more:
+            break
+        node = cursor.node
         if node.start_byte >= limit:
             break
-        if node.type in snap.spec.imports and node.end_byte <= limit:
+        if node.type in kinds and node.end_byte <= limit:
             s, e = snap.span(node)
             nl = text.find("\n", e)
             out.append((snap.line_start(s), min(before, len(text) if nl < 0 else nl + 1)))
+        more = cursor.goto_next_sibling()
     return out
 
 

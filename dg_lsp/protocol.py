@@ -23,6 +23,13 @@ Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's
 - Answers: a handler may return a JSON-ready dict, which is written as it is. pygls' generic serializer (cattrs
   over attrs classes) took ~0.15 ms for an inline answer when its code was not in the CPU's caches, which is the
   case after an engine run; a dict takes ~0.03 ms.
+- The keystroke's path (two messages in, one answer and a dg/status out, every keystroke): didChange and
+  inlineCompletion params in the usual shape are built by hand (dg_lsp.fastparams), not by cattrs; a message's
+  kind (request, notification, response) comes from a table by class instead of pygls' isinstance checks against
+  runtime-checkable Protocols (0.05-0.08 ms each); a generator handler's async work runs as one task that also
+  writes the answer (pygls wrapped it in a second future, filed it in `_request_futures` under a fresh uuid4 that
+  nothing removed, one finished task kept per request for the session's life, and wrote the answer one loop
+  iteration later); a notification whose params are a dict (dg/status, dg/draft) is written without cattrs.
 - Timing: the arrival of each message (`received_at`: from the stdio reader when it has one, see
   dg_lsp.stdio) and a hook once a response is written, so the server can report its own per-keystroke time and
   send a request's dg/status after its answer, not before it.
@@ -30,10 +37,14 @@ Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import json
 import logging
 import re
 import time
+import uuid
 from typing import Any
 
 import attrs
@@ -47,7 +58,9 @@ from pygls.exceptions import (
     JsonRpcParseError,
 )
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
+from dg_lsp import fastparams
 from dg_lsp.jsonrpc import INVALID_REQUEST
 
 log = logging.getLogger(__name__)
@@ -58,6 +71,7 @@ SERVER_NOT_INITIALIZED = -32002
 class DgProtocol(LanguageServerProtocol):
     received_at = 0.0  # time.perf_counter() when the message being handled arrived
     arrived_at: float | None = None  # set by the reader before it parses a message (dg_lsp.transport)
+    arrivals: Any = None  # the stdio reader's dg_lsp.stdio.Arrivals (set by dg_lsp.transport), else None
     initialize_seen = False
 
     def receive(self, data: dict[str, Any]) -> None:
@@ -73,12 +87,19 @@ class DgProtocol(LanguageServerProtocol):
                 return
             if method not in _KINDS:  # pygls' generic message types need params, which JSON-RPC lets a client omit
                 data.setdefault("params", None)
-        message = self.structure_message(data)
+        message = _keystroke_message(method, data)
+        if message is None:
+            message = self.structure_message(data)
         if type(message) is _Dropped:
             return
         if method == types.INITIALIZE:
             self.initialize_seen = True
         self.handle_message(message)
+
+    @property
+    def input_at(self) -> float:
+        """When bytes last came in (perf_counter), read or still waiting to be: stdio only, else 0."""
+        return self.arrivals.last if self.arrivals is not None else 0.0
 
     def _refusal(self, method: str, is_request: bool) -> tuple[int, str] | None:
         kind = _KINDS.get(method)  # None for methods LSP does not define (ours, dg/...)
@@ -99,12 +120,76 @@ class DgProtocol(LanguageServerProtocol):
         return None
 
     def handle_message(self, message: Any) -> None:
+        """pygls' dispatch (its version and shutdown checks, each handler in its own context), with the message's
+        kind from `_MESSAGE_KINDS`; didChange goes straight to its handler (`_did_change`)."""
         self.received_at = self.arrived_at if self.arrived_at is not None else time.perf_counter()
         self.arrived_at = None
         if type(message) is types.DidChangeTextDocumentNotification and not self._shutdown:
             self._did_change(message.params)
             return
-        super().handle_message(message)
+        kind = _MESSAGE_KINDS.get(type(message))
+        if kind is None or message.jsonrpc != self.VERSION or self._shutdown:
+            super().handle_message(message)  # pygls' checks and their warnings; a class outside the table
+            return
+        ctx = contextvars.copy_context()
+        if kind == "request":
+            ctx.run(self._handle_request, message.id, message.method, message.params)
+        elif kind == "notification":
+            ctx.run(self._handle_notification, message.method, message.params)
+        elif kind == "response":
+            ctx.run(self._handle_response, message.id, message.result)
+        else:
+            ctx.run(self._handle_response, message.id, None, message.error)
+
+    def _run_generator(self, future: Any, *, gen: Any, result_future: Any) -> None:
+        """pygls' route for a generator handler: it yields (handler, args, kwargs) and gets the result sent back;
+        an exception or a cancel ends the request (`result_future`, whose callback answers it)."""
+        if result_future.cancelled():
+            return
+        try:
+            value = future.result() if future is not None else None
+        except asyncio.CancelledError:
+            result_future.cancel()
+            return
+        except Exception as exc:
+            result_future.set_exception(exc)
+            return
+        self._send_to_generator(gen, result_future, value)
+
+    def _send_to_generator(self, gen: Any, result_future: Any, value: Any) -> None:
+        try:
+            handler, args, kwargs = gen.send(value)
+        except StopIteration as done:
+            result_future.set_result(done.value)
+            return
+        except Exception as exc:
+            result_future.set_exception(exc)
+            return
+        if not asyncio.iscoroutinefunction(handler):
+            next_step = functools.partial(self._run_generator, gen=gen, result_future=result_future)
+            self._execute_handler(str(uuid.uuid4()), handler, next_step, args, kwargs)
+            return
+        # An async handler's task hands its result to the generator itself (a done callback would wait for the
+        # loop's next iteration to write the answer); filed in `_request_futures` while it runs, so `shutdown`
+        # still cancels it.
+        task = asyncio.ensure_future(self._run_task(handler(*args, **(kwargs or {})), gen, result_future))
+        key = ("dg-task", id(task))
+        self._request_futures[key] = task
+        task.add_done_callback(lambda _: self._request_futures.pop(key, None))
+
+    async def _run_task(self, work: Any, gen: Any, result_future: Any) -> None:
+        try:
+            value = await work
+        except asyncio.CancelledError:
+            if not result_future.done():
+                result_future.cancel()
+            raise
+        except Exception as exc:
+            if not result_future.done():
+                result_future.set_exception(exc)
+            return
+        if not result_future.cancelled():
+            self._send_to_generator(gen, result_future, value)
 
     def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         """A keystroke's didChange goes straight to its handler. pygls' route for a notification (a context copy,
@@ -139,6 +224,12 @@ class DgProtocol(LanguageServerProtocol):
         after = getattr(self._server, "after_response", None)
         if after is not None:
             after(str(msg_id))
+
+    def notify(self, method: str, params: Any = None) -> None:
+        if type(params) is dict and self.get_message_type(method) is None:  # ours (dg/...): JSON but for attrs leaves
+            self._send_data({"jsonrpc": self.VERSION, "method": method, "params": params})
+            return
+        super().notify(method, params)
 
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
         """An error answer; `msg_id` None answers a message whose id could not be read (JSON-RPC's id null)."""
@@ -212,6 +303,35 @@ class _Dropped:
 
 _KINDS = {method: "request" if "id" in attrs.fields_dict(cls) else "notification"
           for method, (cls, *_) in types.METHOD_TO_TYPES.items() if cls is not None}
+
+
+def _message_kind(cls: type) -> str:
+    """What pygls' isinstance checks decide for an attrs message class (every field of an instance is set): the
+    first of request, notification, response that its fields satisfy, else error."""
+    fields = set(attrs.fields_dict(cls))
+    for kind, needs in (("request", {"id", "method", "jsonrpc", "params"}), ("notification", {"method", "jsonrpc",
+                        "params"}), ("response", {"id", "jsonrpc", "result"})):
+        if needs <= fields:
+            return kind
+    return "error"
+
+
+# the classes pygls structures messages into: each method's message and response types, its generic ones, errors
+_MESSAGE_CLASSES = {cls for message, response, *_ in types.METHOD_TO_TYPES.values() for cls in (message, response)
+                    if cls is not None} | {JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage,
+                                           types.ResponseErrorMessage}
+_MESSAGE_KINDS = {cls: _message_kind(cls) for cls in _MESSAGE_CLASSES}
+
+
+def _keystroke_message(method: str | None, data: dict[str, Any]) -> Any:
+    """A keystroke's didChange or inlineCompletion request built without cattrs (dg_lsp.fastparams), else None."""
+    if method == types.TEXT_DOCUMENT_DID_CHANGE and "id" not in data:
+        params = fastparams.did_change(data.get("params"))
+        return None if params is None else types.DidChangeTextDocumentNotification(params=params)
+    if method == types.TEXT_DOCUMENT_INLINE_COMPLETION and "id" in data:
+        params = fastparams.inline_completion(data.get("params"))
+        return None if params is None else types.InlineCompletionRequest(id=data["id"], params=params)
+    return None
 _EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?=:|$)")  # "ValueError: ..." -> ValueError
 
 

@@ -245,13 +245,21 @@ class DgServer(LanguageServer):
             self._reparses[uri] = asyncio.ensure_future(self._catch_up(uri))
 
     async def _catch_up(self, uri: str) -> None:
+        delay = PARSE_SLICE_S
         try:
             while (doc := self.store.get(uri)) is not None:
-                await asyncio.sleep(PARSE_SLICE_S if not self._in_flight else 10 * PARSE_SLICE_S)  # messages first
-                last = max(self.protocol.received_at, self._active_at)
-                idle = not self._in_flight and time.perf_counter() - last > PARSE_IDLE_S
-                if idle and (self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S)):
+                await asyncio.sleep(delay)  # messages first
+                if self._in_flight:
+                    delay = 10 * PARSE_SLICE_S
+                    continue
+                # input_at: a keystroke that came in this very loop iteration, not yet read, is not idle time
+                quiet = time.perf_counter() - max(self.protocol.received_at, self._active_at, self.protocol.input_at)
+                if quiet <= PARSE_IDLE_S:  # sleep until it may be idle (1 ms polls would wake the loop mid-keystroke)
+                    delay = max(PARSE_SLICE_S, PARSE_IDLE_S - quiet)
+                    continue
+                if self.store.get(uri) is not doc or doc.parse(PARSE_SLICE_S):
                     return
+                delay = PARSE_SLICE_S
         finally:
             self._reparses.pop(uri, None)
 

@@ -37,10 +37,12 @@ class Arrivals:
     def __init__(self) -> None:
         self._chunks: collections.deque[tuple[int, float]] = collections.deque()  # (stream offset after it, time)
         self.total = 0
+        self.last = 0.0  # when the latest chunk came, parsed or not (the background reparse waits for quiet)
 
     def received(self, n: int) -> None:
         self.total += n
-        self._chunks.append((self.total, time.perf_counter()))
+        self.last = time.perf_counter()
+        self._chunks.append((self.total, self.last))
 
     def at(self, end: int) -> float | None:
         """The arrival of the chunk holding the byte before offset `end`; chunks wholly before it are forgotten."""

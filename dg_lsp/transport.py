@@ -30,6 +30,8 @@ async def serve_messages(read: Callable[[], Awaitable[bytes]], protocol: Any, ar
     code: 0 after `shutdown`, else 1. `arrivals` (dg_lsp.stdio.Arrivals) times each message's last byte; `gate`
     must accept the first message, else the connection is answered once and closed."""
     framer = Framer(body_limit=UNAUTHORIZED_BODY_LIMIT if gate is not None else BODY_LIMIT)
+    if arrivals is not None:
+        protocol.arrivals = arrivals
     while data := await read():
         framer.feed(data)
         while (event := framer.next()) is not None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from dg_lsp.config import Settings
 from dg_lsp.loading import CHECK_FILL_S, ModelCheckError, check_fill
+from dg_lsp.sched import short_slice
 from engine.seam import CancelFlag, FillResult, InfillBackend, RequestKind, StepDraft
 
 log = logging.getLogger(__name__)
@@ -254,6 +255,7 @@ class EngineThread:
         self._queue.put(None)
 
     def _serve(self) -> None:
+        short_slice()  # woken for each job: see dg_lsp.sched
         while (item := self._queue.get()) is not None:
             loop, out, fn, args = item
             value, error = None, None

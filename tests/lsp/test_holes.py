@@ -200,3 +200,33 @@ def test_strings_and_comments_are_rest_of_line():
         assert hole("python", marked).kind == "rest_of_line", marked
     assert hole("javascript", "const s = `a ${b} |`;\n").kind == "rest_of_line"
     assert hole("rust", "fn f() {\n    // todo|\n}\n").kind == "rest_of_line"
+
+
+def _indent_unit_by_lines(text: str, default: str = "    ") -> str:
+    """indent_unit as specified: every line of the first 20,000 characters (str.splitlines), in order."""
+    step = 0
+    for line in text[:20_000].splitlines():
+        ws = line[: len(line) - len(line.lstrip(" \t"))]
+        if not ws or not line.strip():
+            continue
+        if ws.startswith("\t"):
+            return "\t"
+        step = len(ws) if step == 0 else min(step, len(ws))
+    return " " * step if step in (2, 3, 4, 8) else default
+
+
+def test_indent_unit_reads_lines_as_splitlines_does():
+    import random
+    import sysconfig
+    from pathlib import Path
+
+    rng = random.Random(0)
+    pieces = [" ", "  ", "\t", "\n", "\n", "x", "y", "\r", "\r\n", "\x0c", "\x1f", "\x1c", "\u00a0", "\u2028", "é"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(20_000)]
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    texts += [p.read_text(encoding="utf-8", errors="replace")[cut:] for p in sorted(lib.glob("*.py"))[:150]
+              for cut in (0, 7_000)]
+    texts += ["\tdef f():\n\t\treturn 1\n", "def f():\n  x = 1\n", " " * 30_000 + "\n  x\n", "a\n   b\n      c\n"]
+    for text in texts:
+        assert indent_unit(text) == _indent_unit_by_lines(text), repr(text[:80])
+    assert indent_unit("def f():\n  x = 1\n") == "  " and indent_unit("\tdef f():\n\t\tx\n") == "\t"

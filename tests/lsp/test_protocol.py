@@ -85,3 +85,81 @@ async def test_a_response_that_does_not_fit_fails_our_request_instead_of_leaving
         edit=T.WorkspaceEdit(changes={})), msg_id="ours-1")
     server.protocol.receive({"jsonrpc": "2.0", "id": "ours-1", "result": {"failedChange": 0}})
     assert pending.done() and "malformed response" in str(pending.exception())
+
+
+def answers(out: Captured) -> list[dict]:
+    return [json.loads(body) for body in out.data.split(b"\r\n\r\n")[1:] for body in [body.split(b"Content-Length")[0]]]
+
+
+def inline_request(msg_id: int, line: int = 0, character: int = 1) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/inlineCompletion", "params": {
+        "textDocument": {"uri": "file:///a.py"}, "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2}}}
+
+
+async def test_answered_requests_leave_nothing_behind_in_the_protocol():
+    """pygls filed the task of every generator handler under a fresh uuid and never removed it: a session kept one
+    finished task per keystroke. Each request here is answered (empty: no model) and nothing stays."""
+    server = build_server(engine_factory=lambda s: None, check=None)
+    out = Captured()
+    server.protocol.set_writer(out)
+    server.protocol.receive({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                             "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+    server.store.open("file:///a.py", "python", 1, "x = 1\n")
+    for i in range(1, 21):
+        server.protocol.receive(dict(CHANGE, params=dict(CHANGE["params"], textDocument={
+            "uri": "file:///a.py", "version": i + 1})))
+        server.protocol.receive(inline_request(i))
+        for _ in range(5):
+            await asyncio.sleep(0)
+    answered = {a["id"]: a for a in answers(out) if "id" in a}
+    assert all(answered[i].get("result") is None and "error" not in answered[i] for i in range(1, 21))
+    assert server.protocol._request_futures == {}  # noqa: SLF001
+    server.store.close("file:///a.py")
+    while server._reparses:
+        await asyncio.sleep(0.001)
+
+
+async def test_a_position_outside_the_document_is_still_invalid_params():
+    server = build_server(engine_factory=lambda s: None, check=None)
+    out = Captured()
+    server.protocol.set_writer(out)
+    server.protocol.receive({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                             "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+    server.store.open("file:///a.py", "python", 1, "x = 1\n")
+    server.protocol.receive(inline_request(1, line=9))
+    server.protocol.receive(inline_request(2, character=-1))  # not a uinteger: cattrs refuses it
+    for _ in range(5):
+        await asyncio.sleep(0)
+    answered = {a["id"]: a for a in answers(out) if "id" in a}
+    assert answered[1]["error"]["code"] == -32602 and "outside the document" in answered[1]["error"]["message"]
+    assert answered[2]["error"]["code"] == -32602
+
+
+def test_message_kinds_by_class_agree_with_pygls_isinstance_checks():
+    import attrs
+    from pygls.protocol.json_rpc import RPCNotification, RPCRequest, RPCResponse
+
+    from dg_lsp.protocol import _MESSAGE_KINDS
+
+    assert {T.InlineCompletionRequest, T.DidChangeTextDocumentNotification, T.ResponseErrorMessage} <= set(
+        _MESSAGE_KINDS)
+    for cls, kind in _MESSAGE_KINDS.items():
+        message = object.__new__(cls)
+        for f in attrs.fields(cls):
+            object.__setattr__(message, f.name, None)
+        pygls_kind = ("request" if isinstance(message, RPCRequest) else "notification"
+                      if isinstance(message, RPCNotification) else "response" if isinstance(message, RPCResponse)
+                      else "error")
+        assert kind == pygls_kind, cls
+
+
+def test_our_notifications_are_written_as_pygls_wrote_them():
+    server = build_server(engine_factory=lambda s: None)
+    ours, theirs = Captured(), Captured()
+    body = {"uri": "file:///a.py", "range": T.Range(T.Position(1, 2), T.Position(1, 4)), "text": "é", "x": None}
+    server.protocol.set_writer(ours)
+    server.protocol.notify("dg/draft", body)
+    server.protocol.set_writer(theirs)
+    super(type(server.protocol), server.protocol).notify("dg/draft", body)
+    assert answers(ours) == answers(theirs)
