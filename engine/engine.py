@@ -25,7 +25,7 @@ from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
 from engine.reference_steps import reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import PromptFormat
+from engine.seam import CancelToken, PromptFormat
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -65,20 +65,6 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype
     if dtype not in table:
         raise ValueError(f"dtype must be one of auto, {', '.join(table)}; got {dtype!r}")
     return table[dtype]
-
-
-class CancelToken:
-    """Thread-safe flag the denoising loop checks before every step."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        self._event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
 
 
 @dataclass

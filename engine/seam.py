@@ -13,6 +13,7 @@ A request crosses the seam like this (docs/ARCHITECTURE.md):
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -43,6 +44,20 @@ class CancelFlag(Protocol):
 
     @property
     def cancelled(self) -> bool: ...
+
+
+class CancelToken:
+    """The CancelFlag every backend hands out (`new_cancel_token`): a threading.Event, no torch needed."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
 
 
 class StepDraft(Protocol):

@@ -21,7 +21,7 @@ import httpx
 
 from dg_lsp.backends.checkpoint import LocalCheckpoint, default_model_dir, load_local
 from dg_lsp.backends.remote import (
-    CancelToken,
+    LocalSide,
     LoopThread,
     RemoteError,
     RemoteResult,
@@ -70,7 +70,7 @@ class _Remembered:
             return self._seen.get(tuple(context_ids))
 
 
-class OpenAIBackend:
+class OpenAIBackend(LocalSide):
     drafts = False
 
     def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint) -> None:
@@ -119,25 +119,10 @@ class OpenAIBackend:
     def prompt_format(self) -> Any:
         return self._format
 
-    infill_format = prompt_format  # the name the server used before the seam
-
-    @property
-    def splits_before_newline(self) -> bool:
-        return self.local.splits_before_newline
-
-    def encode(self, text: str) -> list[int]:
-        return self.local.encode(text)
-
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
-
     def settings_in_force(self) -> dict[str, Any]:
         return {"backend": "openai", "endpoint": str(self.endpoint), "model": self.model,
                 "prompt_format": self._format.name,
                 "sampler": "the server's (vLLM: --hf-overrides, --diffusion-config)"}
-
-    def watch_state(self, listener: Callable[[str, str], None]) -> None:
-        self.status.watch_state(listener)
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from engine.seam import CancelToken
+
 log = logging.getLogger(__name__)
 
 POLL_S = 0.005
@@ -172,15 +174,22 @@ class RemoteState:
         return self.state == "ready"
 
 
-class CancelToken:
-    """A thread-safe cancel flag (engine.seam.CancelFlag) that does not need torch."""
+class LocalSide:
+    """What a remote backend answers from this process (engine.seam.InfillBackend): tokenization from `local`, the
+    checkpoint's tokenizer (dg_lsp.backends.checkpoint), cancel flags, and `status` listeners."""
 
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        self._event.set()
+    local: Any
+    status: RemoteState
 
     @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
+    def splits_before_newline(self) -> bool:
+        return self.local.splits_before_newline
+
+    def encode(self, text: str) -> list[int]:
+        return self.local.encode(text)
+
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
+
+    def watch_state(self, listener: StateListener) -> None:
+        self.status.watch_state(listener)

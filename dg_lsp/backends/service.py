@@ -26,7 +26,7 @@ import httpx
 from dg_lsp.backends.autostart import AutoStart, socket_path
 from dg_lsp.backends.checkpoint import LocalCheckpoint, load_local
 from dg_lsp.backends.remote import (
-    CancelToken,
+    LocalSide,
     LoopThread,
     RemoteDraft,
     RemoteError,
@@ -82,7 +82,7 @@ def checkpoint_cache(checkpoint_id: str) -> Path:
     return base / checkpoint_id
 
 
-class ServiceBackend:
+class ServiceBackend(LocalSide):
     """Connect with `ServiceBackend.connect(settings)` (blocking: run it on the engine thread)."""
 
     drafts = True
@@ -152,23 +152,8 @@ class ServiceBackend:
     def prompt_format(self) -> Any:
         return self.local.prompt_format
 
-    infill_format = prompt_format  # the name the server used before the seam
-
-    @property
-    def splits_before_newline(self) -> bool:
-        return self.local.splits_before_newline
-
-    def encode(self, text: str) -> list[int]:
-        return self.local.encode(text)
-
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
-
     def settings_in_force(self) -> dict[str, Any]:
         return dict(self.manifest.get("settings_in_force") or {})
-
-    def watch_state(self, listener: Callable[[str, str], None]) -> None:
-        self.status.watch_state(listener)
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,

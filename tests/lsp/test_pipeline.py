@@ -3,7 +3,6 @@ double that satisfies engine.seam.InfillBackend (no model, no server)."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -14,20 +13,8 @@ from dg_lsp.holes import hole_at_cursor
 from dg_lsp.pipeline import FillEvents, Policy, run_fill
 from dg_lsp.trace import Trace
 from dg_lsp.worker import Worker
-from engine.seam import InfillBackend
+from engine.seam import CancelToken, InfillBackend
 from engine.tokens import InfillFormat
-
-
-class Flag:
-    def __init__(self) -> None:
-        self._e = threading.Event()
-
-    def cancel(self) -> None:
-        self._e.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._e.is_set()
 
 
 @dataclass
@@ -60,8 +47,8 @@ class Backend:
     def encode(self, text: str) -> list[int]:
         return [6 + b % 200 for b in text.encode()]
 
-    def new_cancel_token(self) -> Flag:
-        return Flag()
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
 
     def settings_in_force(self) -> dict:
         return {}

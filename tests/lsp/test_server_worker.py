@@ -11,18 +11,7 @@ import pytest
 
 from dg_lsp.config import Settings
 from dg_lsp.worker import EngineJob, EngineThread, Worker
-
-
-class Token:
-    def __init__(self) -> None:
-        self._e = threading.Event()
-
-    def cancel(self) -> None:
-        self._e.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._e.is_set()
+from engine.seam import CancelToken
 
 
 class SlowEngine:
@@ -31,8 +20,8 @@ class SlowEngine:
 
     model_name = "slow"
 
-    def new_cancel_token(self) -> Token:
-        return Token()
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
 
 
     def __init__(self, step_s: float = 0.01) -> None:
@@ -75,7 +64,7 @@ async def test_load_failure_is_reported_not_raised():
 async def test_engine_runs_off_the_loop_thread():
     eng = SlowEngine(0.001)
     w = await ready_worker(eng)
-    t = w.ticket("file:///a.py", "1", "keystroke", Token())
+    t = w.ticket("file:///a.py", "1", "keystroke", CancelToken())
     res = await w.infill(t, EngineJob([1, 2], 16, 4, None))
     assert res.steps == 4 and t.steps_done == 4
     assert eng.threads[0] is not threading.current_thread()
@@ -95,7 +84,7 @@ async def test_cancel_stops_within_one_step(how):
     w = await ready_worker(eng)
     seen = asyncio.Event()
     loop = asyncio.get_running_loop()
-    t = w.ticket("file:///a.py", "7", "command", Token())
+    t = w.ticket("file:///a.py", "7", "command", CancelToken())
     job = EngineJob([1], 16, 200, None, on_step=lambda d: d.step == 3 and loop.call_soon_threadsafe(seen.set))
     task = asyncio.ensure_future(w.infill(t, job))
     await seen.wait()
@@ -121,10 +110,10 @@ async def test_cancel_stops_within_one_step(how):
 
 async def test_new_inline_job_supersedes_inline_but_not_command():
     w = Worker(lambda s: None)
-    cmd = w.ticket("u", "1", "command", Token())
-    old = w.ticket("u", "2", "keystroke", Token())
-    other = w.ticket("v", "3", "keystroke", Token())
-    new = w.ticket("u", "4", "keystroke", Token())
+    cmd = w.ticket("u", "1", "command", CancelToken())
+    old = w.ticket("u", "2", "keystroke", CancelToken())
+    other = w.ticket("v", "3", "keystroke", CancelToken())
+    new = w.ticket("u", "4", "keystroke", CancelToken())
     assert old.token.cancelled and old.why_cancelled == "superseded"
     assert not cmd.token.cancelled and not other.token.cancelled and not new.token.cancelled
     w.shutdown()
@@ -133,8 +122,8 @@ async def test_new_inline_job_supersedes_inline_but_not_command():
 async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
     eng = SlowEngine(0.01)
     w = await ready_worker(eng)
-    first = w.ticket("u", "1", "command", Token())
-    second = w.ticket("u", "2", "command", Token())
+    first = w.ticket("u", "1", "command", CancelToken())
+    second = w.ticket("u", "2", "command", CancelToken())
     a = asyncio.ensure_future(w.infill(first, EngineJob([1], 16, 10, None)))
     b = asyncio.ensure_future(w.infill(second, EngineJob([1], 16, 10, None)))
     second.cancel("test")

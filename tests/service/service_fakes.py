@@ -7,17 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-
-class Token:
-    def __init__(self) -> None:
-        self._e = threading.Event()
-
-    def cancel(self) -> None:
-        self._e.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._e.is_set()
+from engine.seam import CancelToken
 
 
 @dataclass
@@ -77,8 +67,8 @@ class FakeBackend:
     def decode(self, ids: list[int]) -> str:
         return "".join(chr(i) for i in ids)
 
-    def new_cancel_token(self) -> Token:
-        return Token()
+    def new_cancel_token(self) -> CancelToken:
+        return CancelToken()
 
     def settings_in_force(self) -> dict:
         return {"steps": self.default_steps}

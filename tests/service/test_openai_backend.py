@@ -13,9 +13,8 @@ import pytest
 from fake_vllm import MODEL, FakeVLLM
 from service_harness import private_dir, start_service, wait_until
 
-from dg_lsp.backends.remote import CancelToken
 from dg_lsp.config import Settings
-from engine.seam import HoleInfo
+from engine.seam import CancelToken, HoleInfo
 
 PREFIX, SUFFIX = "def area(width, height):\n    ", "\n\n\nprint(area(2, 3))\n"
 HOLE = HoleInfo(kind="statement", language="python", filename="geometry.py", lines=1)

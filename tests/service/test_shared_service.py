@@ -10,8 +10,8 @@ import httpx
 import pytest
 from service_harness import DEFAULT_MODEL, wait_until
 
-from dg_lsp.backends.remote import CancelToken
 from dg_lsp.config import Settings
+from engine.seam import CancelToken
 
 PREFIX, SUFFIX = "def area(width, height):\n    return ", "\n\n\nprint(area(2, 3))\n"
 
