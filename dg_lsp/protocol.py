@@ -332,6 +332,8 @@ def _keystroke_message(method: str | None, data: dict[str, Any]) -> Any:
         params = fastparams.inline_completion(data.get("params"))
         return None if params is None else types.InlineCompletionRequest(id=data["id"], params=params)
     return None
+
+
 _EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?=:|$)")  # "ValueError: ..." -> ValueError
 
 

@@ -81,17 +81,10 @@ class Attention(nn.Module):
         v = rms_norm(raw_v, None, self.eps)
         return k.transpose(1, 2), v.transpose(1, 2)
 
-    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, H) -> k, v (B, Hkv, T, D)."""
-        _, raw_k, raw_v = self.project(x)
-        return self.finish_kv(raw_k, raw_v, cos, sin)
-
-    def forward(self, x, cos, sin, keys, values, mask, q=None) -> torch.Tensor:
+    def forward(self, x, cos, sin, keys, values, mask, q) -> torch.Tensor:
         """x (B, T, H); keys/values (B, Hkv, S, D) already include this block's own K/V; mask (T, S) bool or None;
-        q the raw (B, T, Hq, D) queries if `project` already gave them."""
+        q the raw (B, T, Hq, D) queries `project` gave with this block's K/V."""
         b, t, _ = x.shape
-        if q is None:
-            q = self.q_proj(x).view(b, t, -1, self.spec.head_dim)
         q = apply_rope(rms_norm(q, self.q_norm, self.eps), cos, sin).transpose(1, 2)
         # Scaling is 1: q_norm/k_norm already fix the logit scale.
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=1.0,
@@ -137,9 +130,9 @@ class Layer(nn.Module):
         self.register_buffer("enc_layer_scalar", torch.ones(1))
         self.register_buffer("dec_layer_scalar", torch.ones(1))
 
-    def forward(self, x, h, cos, sin, keys, values, mask, decoder: bool, q=None) -> torch.Tensor:
-        """x (B, T, H) residual stream; h = input_layernorm(x), already computed by the caller for this block's K/V
-        (and q its raw queries, if projected with them)."""
+    def forward(self, x, h, cos, sin, keys, values, mask, decoder: bool, q) -> torch.Tensor:
+        """x (B, T, H) residual stream; h = input_layernorm(x) and q its raw queries, computed by the caller with
+        this block's K/V (Attention.project)."""
         n = lambda t, w: rms_norm(t, w, self.eps)  # noqa: E731
         residual = x
         x = residual + n(self.self_attn(h, cos, sin, keys, values, mask, q), self.post_attention_layernorm)
