@@ -32,7 +32,7 @@ test: test-py test-vscode
 # Parallel workers (one per core, at most 4): most server tests wait on a child process, so 2 workers on 2 cores
 # took the Python tier from 547 s to 300 s.
 test-py: setup
-	$(BIN)/python -m pytest -q -n auto --maxprocesses=4
+	$(BIN)/python -m pytest -n auto --maxprocesses=4
 
 # Extension unit tests, the .vsix, and the real-editor tier (code-server + chromium + the real server).
 # DG_E2E=1 (the default here) installs the real-editor test bed on first use and fails if it cannot run.
