@@ -73,7 +73,8 @@ def test_two_clients_auto_starting_at_once_start_one_service():
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
-    assert all(p.returncode == 0 for p in procs), [err[-800:] for _, err in outs]
+    report = [(p.returncode, out[-400:], err[-800:]) for p, (out, err) in zip(procs, outs, strict=True)]
+    assert all(p.returncode == 0 for p in procs), report
     healths = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     assert healths[0]["pid"] == healths[1]["pid"]
     assert healths[0]["model_loads"] == 1
