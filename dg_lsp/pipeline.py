@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from lsprotocol import types as T
@@ -110,7 +110,8 @@ class FillEvents:
 
 
 async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
-                   worker: Worker, request_id: str, trace: Trace, version_of: Callable[[str], int | None],
+                   worker: Worker, request_id: str, trace: Trace,
+                   identity_of: Callable[[str], tuple[int, int] | None],
                    events: FillEvents) -> FillOutcome:
     """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
     t0 = trace.mark("fill")
@@ -122,8 +123,14 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
     key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
                                        SEED, prompt.max_canvases))
 
-    def current() -> bool:
-        return version_of(snap.uri) == snap.version
+    def current() -> bool:  # the same open of the document, at the same version (Snapshot.identity)
+        return identity_of(snap.uri) == snap.identity
+
+    def draft(body: dict[str, Any]) -> None:  # a step handed to the loop after a keystroke or a reopen is stale
+        if current():
+            shown_draft(body)
+
+    shown_draft, events = events.draft, replace(events, draft=draft)
 
     # The syntax check's baseline does not depend on the fill: the loop, idle while the engine runs, prepares it
     # after the engine's first step. Not before the engine starts (it would sit on the keystroke's path) nor in

@@ -105,13 +105,9 @@ class DgServer(LanguageServer):
         msg_id = self.protocol.msg_id
         return str(msg_id) if msg_id is not None else f"dg-{next(self._ids)}"
 
-    def doc_version(self, uri: str) -> int | None:
-        doc = self.store.get(uri)
-        return None if doc is None else doc.version
-
     def moved_on(self, snap: Snapshot) -> bool:
-        """Has the document changed (or closed) since `snap` was taken?"""
-        return self.doc_version(snap.uri) != snap.version
+        """Has the document changed, closed or been reopened since `snap` was taken?"""
+        return self.store.identity(snap.uri) != snap.identity
 
     def offset(self, snap: Snapshot, pos: T.Position) -> int:
         """Offset of `pos` (checked by `receive`: its line exists; a character past the line's end means the line's
@@ -219,7 +215,7 @@ class DgServer(LanguageServer):
         try:
             return await run_fill(snap, hole, Policy.of(self.settings, kind, self.encoding), backend, self.caches,
                                   worker=self.worker, request_id=self.request_id(), trace=trace,
-                                  version_of=self.doc_version, events=events)
+                                  identity_of=self.store.identity, events=events)
         finally:
             self._in_flight -= 1
             # its answer is about to be written: a reparse slice now would sit on the keystroke's path
@@ -269,7 +265,7 @@ class DgServer(LanguageServer):
         deadline = time.perf_counter() + COMMAND_PARSE_S
         while not snap.tree_fresh and time.perf_counter() < deadline:
             doc = self.store.get(snap.uri)
-            if doc is None or doc.version != snap.version:
+            if doc is None or doc.identity != snap.identity:
                 return snap
             if doc.parse(5 * PARSE_SLICE_S):
                 return doc.snapshot(0.0)

@@ -42,16 +42,19 @@ def register(server: DgServer) -> None:
 def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
     """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty."""
     uri = params.text_document.uri
-    version = ls.doc_version(uri)
-    if version is None:
+    identity = ls.store.identity(uri)
+    if identity is None:
         return []
+    opened, version = identity
     doc = {"uri": uri, "version": version}
     rng = params.range
+    # documentOpen: which open of the document the positions were read from (a reopened one starts at version 1)
     actions = [T.Command(title="Fill hole", command=FILL_HOLE,
-                         arguments=[{"textDocument": doc, "position": rng.start}])]
+                         arguments=[{"textDocument": doc, "position": rng.start, "documentOpen": opened}])]
     if rng.start != rng.end:
         actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
-                                 arguments=[{"textDocument": doc, "range": rng, "widen": False}]))
+                                 arguments=[{"textDocument": doc, "range": rng, "widen": False,
+                                             "documentOpen": opened}]))
     return actions
 
 
@@ -78,7 +81,8 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     uri, snap = arg["uri"], seen.snap
     if snap is None:
         return done(False, f"unknown document {uri}")
-    if (arg["version"] is not None and arg["version"] != snap.version) or ls.moved_on(snap):
+    if ((arg["version"] is not None and arg["version"] != snap.version)
+            or (arg["open"] is not None and arg["open"] != snap.opened) or ls.moved_on(snap)):
         return done(False, "document changed")
     if rewrite:
         start, end = sorted((ls.offset(snap, arg["start"]), ls.offset(snap, arg["end"])))
@@ -161,7 +165,11 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
             raise bad(f"{name} must be {{line, character}} with integers in 0..{MAX_POSITION}")
         return T.Position(line=v["line"], character=v["character"])
 
-    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "widen": False, "instruction": None}
+    opened = a.get("documentOpen")
+    if opened is not None and not _nat(opened):
+        raise bad("documentOpen must be a non-negative integer when given")
+    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "open": opened, "widen": False,
+                           "instruction": None}
     if command == REWRITE_SELECTION:
         r = a.get("range")
         if not isinstance(r, dict):

@@ -73,7 +73,7 @@ async def fill(backend: Backend, caches: FillCaches, worker: Worker, store_versi
     policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=True, encoding="utf-16")
     events = FillEvents(draft=drafts.append, busy=lambda: None)
     return await run_fill(snap, hole, policy, backend, caches, worker=worker, request_id="r1", trace=Trace(0.0),
-                          version_of=lambda uri: store_version[0], events=events)
+                          identity_of=lambda uri: (0, store_version[0]), events=events)
 
 
 @pytest.fixture
