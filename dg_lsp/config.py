@@ -16,6 +16,10 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")  # engine.quant.plan (not imported: no torch for --version)
 PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 BACKENDS = ("embedded", "service", "openai")
+# The gate of a checkpoint `dg-lsp calibrate` has not measured (no "min_confidence" in its infill.json): none. A
+# threshold is a property of a checkpoint (how its token probabilities relate to right answers); guessed for an
+# unmeasured one, it would hide good fills or show junk without anyone knowing which.
+UNCALIBRATED_MIN_CONFIDENCE = 0.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class Settings:
     api_key_env: str | None = None
     model: str | None = None
     auto_start: bool = True
+    # The confidence gate (docs/PROTOCOL.md): fills below it are not shown and commands below it do not edit.
+    # None: the checkpoint's calibrated value (infill.json), else UNCALIBRATED_MIN_CONFIDENCE.
+    min_confidence: float | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -89,6 +96,11 @@ def _bound(v: Any) -> str | None:
     return None if ok else f"expected a number > 0 or null, got {v!r}"
 
 
+def _unit(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0)
+    return None if ok else f"expected a number in 0..1 or null, got {v!r}"
+
+
 def _endpoint(v: Any) -> str | None:
     ok = v is None or (isinstance(v, str) and v.startswith(("unix:/", "http://", "https://")))
     return None if ok else f"expected unix:/PATH, http://HOST:PORT or https://... or null, got {v!r}"
@@ -127,6 +139,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "api_key_env": _env_name,
     "model": _name,
     "auto_start": _bool,
+    "min_confidence": _unit,
 }
 
 # wire key (camelCase) -> field name
@@ -148,6 +161,7 @@ KEYS: dict[str, str] = {
     "apiKeyEnv": "api_key_env",
     "model": "model",
     "autoStart": "auto_start",
+    "minConfidence": "min_confidence",
 }
 
 _DEFAULTS = Settings()
@@ -182,7 +196,7 @@ def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list
             continue
         if name == "languages" and isinstance(value, list):
             value = tuple(value)
-        if name == "entropy_bound" and _is_int(value):
+        if name in ("entropy_bound", "min_confidence") and _is_int(value):
             value = float(value)
         err = _CHECKS[name](value)
         if err:

@@ -32,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.cache import FillCaches, Shown
-from dg_lsp.config import Settings
+from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
@@ -91,6 +91,9 @@ class DgServer(LanguageServer):
         self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
         self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
+        # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
+        # its code action offers to run it again with force (dg_lsp.handlers.commands)
+        self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
 
     # -- small helpers ----------------------------------------------------------------------------------------
 
@@ -113,6 +116,17 @@ class DgServer(LanguageServer):
         """Offset of `pos` (checked by `receive`: its line exists; a character past the line's end means the line's
         end, as LSP says)."""
         return snap.offset_at(pos.line, pos.character, self.encoding)
+
+    def min_confidence(self) -> float:
+        """The confidence gate in force: the minConfidence setting, else the loaded checkpoint's calibrated value
+        (its settings_in_force, from infill.json), else UNCALIBRATED_MIN_CONFIDENCE."""
+        if self.settings.min_confidence is not None:
+            return float(self.settings.min_confidence)
+        backend = self.worker.engine
+        entry = backend.settings_in_force().get("min_confidence") if backend is not None else None
+        value = entry.get("value") if isinstance(entry, dict) else None
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if ok else UNCALIBRATED_MIN_CONFIDENCE
 
     def state(self) -> str:
         return "disabled" if not self.settings.enabled else self.worker.state
@@ -203,7 +217,7 @@ class DgServer(LanguageServer):
     # -- fills ------------------------------------------------------------------------------------------------
 
     async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace,
-                   progress_token: T.ProgressToken | None = None) -> FillOutcome:
+                   progress_token: T.ProgressToken | None = None, force: bool = False) -> FillOutcome:
         """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches."""
         backend = self.worker.engine
         assert backend is not None, "callers check not_ready() first"
@@ -213,7 +227,8 @@ class DgServer(LanguageServer):
                                                                                             progress_token))
         self._in_flight += 1
         try:
-            return await run_fill(snap, hole, Policy.of(self.settings, kind, self.encoding), backend, self.caches,
+            policy = Policy.of(self.settings, kind, self.encoding, self.min_confidence(), force)
+            return await run_fill(snap, hole, policy, backend, self.caches,
                                   worker=self.worker, request_id=self.request_id(), trace=trace,
                                   identity_of=self.store.identity, events=events)
         finally:

@@ -35,6 +35,7 @@ class DenoiseState:
     bound: torch.Tensor  # () fp32, entropy bound
     confidence: torch.Tensor  # () fp32, the stopping rule's mean-entropy threshold
     out: torch.Tensor  # (C + 2,) int64: argmax canvas, accepted this step, stopped (0/1)
+    prob: torch.Tensor  # (C,) fp32: each argmax token's probability at temperature 1 (the fill's confidence)
 
     @classmethod
     def allocate(cls, canvas: int, hidden: int, stability: int, device: torch.device,
@@ -46,7 +47,8 @@ class DenoiseState:
                    history=torch.full((stability, 1, canvas), -1, **i64), step=torch.zeros((), **i64),
                    key=torch.zeros((), **i64), steps=torch.ones((), device=device, dtype=torch.int32),
                    t_min=torch.zeros((), **f32), t_max=torch.ones((), **f32), bound=torch.zeros((), **f32),
-                   confidence=torch.zeros((), **f32), out=torch.zeros(canvas + 2, **i64))
+                   confidence=torch.zeros((), **f32), out=torch.zeros(canvas + 2, **i64),
+                   prob=torch.zeros(canvas, **f32))
 
     def start(self, key: int, vocab: int, steps: int, t_min: float, t_max: float, bound: float,
               confidence: float) -> None:
@@ -75,6 +77,10 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, voca
     `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
     c, v = st.canvas.shape[1], model.cfg.vocab_size
     logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
+    # The argmax token's probability at temperature 1 (the sampling temperature sharpens the last steps to ~1.0
+    # everywhere): read before the vocabulary pass, which may overwrite `logits` with its probabilities.
+    capped = model.softcap(logits)  # (C, V) fp32
+    prob = (capped.amax(-1) - torch.logsumexp(capped, -1)).exp()  # (C,)
     temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
     out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
                      rng.step_seeds(st.key, st.step, rng.SAMPLE, c))
@@ -88,3 +94,4 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, voca
     st.out[:c].copy_(argmax[0])
     st.out[c].copy_(accepted.sum())
     st.out[c + 1].copy_(stopped[0])
+    st.prob.copy_(prob)

@@ -23,9 +23,9 @@ from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
-from engine.reference_steps import reference_steps
+from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import CancelToken, PromptFormat
+from engine.seam import CancelToken, PromptFormat, fill_confidence
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -88,6 +88,8 @@ class InfillResult:
     reused_prefix_tokens: int
     timings: dict[str, float] = field(default_factory=dict)
     tokens_accepted_per_step: float = 0.0
+    confidence: float | None = None  # engine.seam.FillResult.confidence (None: cancelled)
+    token_probs: list[float] = field(default_factory=list)  # per kept token (+ the eos that ended the fill)
 
 
 @dataclass(frozen=True)
@@ -261,9 +263,9 @@ class Engine:
 
     # -- the denoising loop --------------------------------------------------------------------------------------
     def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int,
-               cancel: CancelToken | None) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
-        """Denoise one canvas; yields (argmax canvas ids, tokens accepted this step, stopped, the argmax canvas on
-        the device) after each step. The engine lock is held during each step, never across a yield."""
+               cancel: CancelToken | None) -> Iterator[StepOut]:
+        """Denoise one canvas; yields a `StepOut` after each step. The engine lock is held during each step, never
+        across a yield."""
         schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
         run = None
         try:
@@ -275,7 +277,7 @@ class Engine:
                         run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
                     host = run.step()
                 stopped = bool(host[length + 1])
-                yield host[:length], host[length], stopped, run.argmax
+                yield host[:length], host[length], stopped, run.argmax, run.token_probs
                 if stopped:
                     return
         finally:
@@ -309,15 +311,16 @@ class Engine:
                 torch.cuda.synchronize(self.device)  # encode time is reported apart from decode time
         t_enc = time.perf_counter() - t0
         out: list[int] = []
+        probs: list[float] = []  # the kept tokens' probabilities at their canvas's last step
         n_steps = canvases = accepted_total = 0
         hit_eos = cancelled = False
         for c in range(max_canvases):
             canvases += 1
-            ids = argmax = None
+            ids = argmax = token_probs = None
             steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock) if gen is not None
                           else self._steps(cache, length, st, rng.request_key(seed, c), cancel))
-            for step, (canvas_ids, n_acc, _, device_argmax) in enumerate(steps_iter, start=1):
-                argmax = device_argmax
+            for step, (canvas_ids, n_acc, _, device_argmax, device_probs) in enumerate(steps_iter, start=1):
+                argmax, token_probs = device_argmax, device_probs
                 n_steps += 1
                 accepted_total += n_acc
                 ids, hit_eos = S.cut_at_eos(canvas_ids, eos, pad)
@@ -328,6 +331,8 @@ class Engine:
                 cancelled = True
                 break
             out.extend(ids)
+            # the end of the fill is a prediction too: an end of canvas (eos) counts with the tokens before it
+            probs.extend(token_probs()[:len(ids) + (1 if hit_eos else 0)].tolist())
             if hit_eos or c == max_canvases - 1:
                 break
             te = time.perf_counter()
@@ -340,6 +345,8 @@ class Engine:
             cancelled=cancelled, reused_prefix_tokens=reused,
             timings={"encode_ms": 1e3 * t_enc, "decode_ms": 1e3 * (total - t_enc), "total_ms": 1e3 * total},
             tokens_accepted_per_step=accepted_total / max(n_steps, 1),
+            confidence=None if cancelled else fill_confidence(probs),
+            token_probs=probs,
         )
         yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
                     result=result)

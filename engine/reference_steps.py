@@ -13,6 +13,10 @@ from engine import sampler as S
 from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
 
+# What a denoising loop yields after each step: (argmax canvas ids, tokens accepted, stopped, the argmax canvas on
+# the device, each argmax token's probability at temperature 1 on the device).
+StepOut = tuple[list[int], int, bool, Callable[[], torch.Tensor], Callable[[], torch.Tensor]]
+
 if TYPE_CHECKING:
     from engine.engine import SampleSettings
     from engine.seam import CancelFlag
@@ -20,9 +24,9 @@ if TYPE_CHECKING:
 
 def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: SampleSettings,
                     gen: torch.Generator, cancel: CancelFlag | None, lock: threading.RLock
-                    ) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
-    """Like `Engine._steps`: yields (argmax canvas ids, tokens accepted, stopped, the argmax canvas on the device)
-    after each step, holding `lock` during each step and never across a yield; one host read per step."""
+                    ) -> Iterator[StepOut]:
+    """Like `Engine._steps`: yields a `StepOut` after each step, holding `lock` during each step and never across a
+    yield; one host read per step."""
     v, dev, wdtype = model.cfg.vocab_size, model.embed_tokens.device, model.embed_tokens.dtype
     canvas = S.initial_canvas(1, length, v, gen, dev)
     soft = torch.zeros(1, length, model.cfg.hidden_size, device=dev, dtype=wdtype)
@@ -47,6 +51,7 @@ def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: 
             stopped = S.stable_and_confident(history, argmax, token_entropy, st.confidence_threshold)
             soft = model.soft_embedding(probs)
             host = torch.cat([argmax[0], accepted.sum()[None], stopped.long()]).tolist()
-        yield host[:length], host[length], bool(host[length + 1]), argmax.clone
+            prob = (logits[0].amax(-1) - torch.logsumexp(logits[0], -1)).exp()  # (C,) at temperature 1
+        yield host[:length], host[length], bool(host[length + 1]), argmax.clone, prob.clone
         if host[length + 1]:
             return

@@ -72,6 +72,10 @@ class CanvasRun:
         """(1, C) argmax canvas of the last step, on the device."""
         return self.runner.out_of(self)[: self.bucket.canvas][None].clone()
 
+    def token_probs(self) -> torch.Tensor:
+        """(C,) fp32 probability of each argmax token at the last step, on the device."""
+        return self.runner.state_of(self).prob.clone()
+
     def close(self) -> None:
         """No more steps: a CUDA-graph bucket need not save this run's state for it."""
         self.runner.release(self)
@@ -183,9 +187,13 @@ class StepRunner:
             g.owner = None
 
     def out_of(self, run: CanvasRun) -> torch.Tensor:
+        return self.state_of(run).out
+
+    def state_of(self, run: CanvasRun) -> DenoiseState:
+        """The state holding `run`'s last step (the bucket's, or the copy saved when another run took it)."""
         if not self.graphs:
-            return run.state.out
+            return run.state
         g = self._graphs[run.bucket]
         if g.owner is not run and run.saved is not None:
-            return run.saved.out
-        return g.state.out
+            return run.saved
+        return g.state

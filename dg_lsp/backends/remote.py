@@ -38,6 +38,7 @@ class RemoteResult:
     reused_prefix_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    confidence: float | None = None  # the engine service's; None from an OpenAI-compatible server (unknown)
 
 
 @dataclass

@@ -233,9 +233,11 @@ async def _stream_fill(http: httpx.AsyncClient, body: dict[str, Any], put: Calla
                 continue
             choice = (ev.get("choices") or [{}])[0]
             if choice.get("finish_reason") is not None:
+                confidence = dg.get("confidence")
                 return RemoteResult(choice.get("text", ""), steps=int(dg.get("steps", 0)),
                                     reused_prefix_tokens=int(dg.get("reused_prefix_tokens", 0)),
-                                    timings=dict(dg.get("timings") or {}))
+                                    timings=dict(dg.get("timings") or {}),
+                                    confidence=float(confidence) if isinstance(confidence, int | float) else None)
     raise RemoteError("the engine service ended the stream without a result")
 
 

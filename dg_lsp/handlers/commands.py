@@ -18,8 +18,10 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
-from dg_lsp.edits import lsp_text_edit
+from dg_lsp.documents import Snapshot
+from dg_lsp.edits import lsp_text_edit, to_lsp_range
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.pipeline import LOW_CONFIDENCE
 from dg_lsp.session import DgServer, Received, request_task
 
 FILL_HOLE = "dg.fillHole"
@@ -40,7 +42,8 @@ def register(server: DgServer) -> None:
 
 
 def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
-    """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty."""
+    """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty; "... anyway" where the
+    confidence gate withheld the last command's fill in this document (the same command again, with force)."""
     uri = params.text_document.uri
     identity = ls.store.identity(uri)
     if identity is None:
@@ -55,7 +58,28 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
         actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
                                  arguments=[{"textDocument": doc, "range": rng, "widen": False,
                                              "documentOpen": opened}]))
+    if (anyway := _anyway(ls, uri, identity, rng)) is not None:
+        actions.append(anyway)
     return actions
+
+
+def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], rng: T.Range) -> T.Command | None:
+    """The withheld command at `rng` (in this open and version of the document) with force: true, or None."""
+    held = ls.withheld.get(uri)
+    if held is None or held[0] != identity:
+        return None
+    _, start, end, rewrite, confidence = held
+    snap = ls.store.snapshot(uri, 0.0)
+    lo, hi = sorted((ls.offset(snap, rng.start), ls.offset(snap, rng.end)))
+    if hi < start or lo > end:
+        return None
+    doc = {"uri": uri, "version": identity[1]}
+    span = to_lsp_range(snap, start, end, ls.encoding)
+    a, b = span.start, span.end
+    where = {"range": {"start": a, "end": b}, "widen": False} if rewrite else {"position": a}
+    title = f"{'Rewrite selection' if rewrite else 'Fill hole'} anyway (confidence {confidence:.2f})"
+    return T.Command(title=title, command=REWRITE_SELECTION if rewrite else FILL_HOLE,
+                     arguments=[{"textDocument": doc, **where, "documentOpen": identity[0], "force": True}])
 
 
 def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any, dict[str, Any]]:
@@ -109,11 +133,13 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
         ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
         _cancel_on_progress_cancel(ls, token)
     try:
-        out = await ls.fill(snap, hole, "command", seen.trace, token)
+        out = await ls.fill(snap, hole, "command", seen.trace, token, force=arg["force"])
     finally:
         if token is not None:
             ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
     ls.report(out.stats, seen.trace, after_answer=False)
+    if out.reason == LOW_CONFIDENCE and out.confidence is not None:
+        return withheld(ls, snap, start, end, rewrite, out.confidence, done(False, LOW_CONFIDENCE))
     if out.fill is None:
         return done(False, out.reason)
     edit = lsp_text_edit(snap, hole, out.fill, ls.encoding)
@@ -128,6 +154,19 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     if not res.applied:
         return done(False, res.failure_reason or "the client did not apply the edit")
     return done(True, None)
+
+
+def withheld(ls: DgServer, snap: Snapshot, start: int, end: int, rewrite: bool, confidence: float,
+             result: dict[str, Any]) -> dict[str, Any]:
+    """The command's answer when the confidence gate withheld its fill: nothing edited, the user told why and how
+    to apply it anyway (the "... anyway" code action, or the command again with force: true)."""
+    gate = ls.min_confidence()
+    ls.withheld[snap.uri] = (snap.identity, start, end, rewrite, confidence)
+    what = "rewrite" if rewrite else "fill"
+    ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=(
+        f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply it "
+        f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here.")))
+    return {**result, "confidence": round(confidence, 4), "minConfidence": gate}
 
 
 def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:
@@ -168,8 +207,11 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
     opened = a.get("documentOpen")
     if opened is not None and not _nat(opened):
         raise bad("documentOpen must be a non-negative integer when given")
+    force = a.get("force", False)
+    if not isinstance(force, bool):
+        raise bad("force must be a boolean when given")
     out: dict[str, Any] = {"uri": doc["uri"], "version": version, "open": opened, "widen": False,
-                           "instruction": None}
+                           "instruction": None, "force": force}
     if command == REWRITE_SELECTION:
         r = a.get("range")
         if not isinstance(r, dict):

@@ -321,6 +321,6 @@ class _Reply:
         n_out = len(ids) if ids is not None else len(backend.encode(text))
         n_in = len(self.parsed.spec.context_ids)
         usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
-        dg = {"steps": res.steps, "reused_prefix_tokens": res.reused_prefix_tokens,
+        dg = {"steps": res.steps, "reused_prefix_tokens": res.reused_prefix_tokens, "confidence": res.confidence,
               "timings": {k: round(v, 3) for k, v in res.timings.items()}}
         return self._body(text, "length" if n_out >= max_tokens else "stop", chunk, usage=usage, dg=dg)
