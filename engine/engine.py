@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 from engine import rng
 from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
+from engine.denoise import PROB_SCALE
 from engine.kv_cache import KVCache, kv_bytes
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText
@@ -277,7 +278,7 @@ class Engine:
                         run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
                     host = run.step()
                 stopped = bool(host[length + 1])
-                yield host[:length], host[length], stopped, run.argmax, run.token_probs
+                yield host[:length], host[length], stopped, run.argmax, [p / PROB_SCALE for p in host[length + 2:]]
                 if stopped:
                     return
         finally:
@@ -332,7 +333,7 @@ class Engine:
                 break
             out.extend(ids)
             # the end of the fill is a prediction too: an end of canvas (eos) counts with the tokens before it
-            probs.extend(token_probs()[:len(ids) + (1 if hit_eos else 0)].tolist())
+            probs.extend(token_probs[:len(ids) + (1 if hit_eos else 0)])
             if hit_eos or c == max_canvases - 1:
                 break
             te = time.perf_counter()

@@ -58,7 +58,7 @@ class Schedule:
 
 class CanvasRun:
     """One canvas being denoised. `step()` runs one denoising step and returns the host copy of the state's `out`
-    tensor (argmax canvas, accepted count, stop flag): the step's one host sync."""
+    tensor (argmax canvas, accepted count, stop flag, token probabilities): the step's one host sync."""
 
     def __init__(self, runner: StepRunner, bucket: Bucket, cache: KVCache, schedule: Schedule) -> None:
         self.runner, self.bucket, self.cache, self.schedule = runner, bucket, cache, schedule
@@ -71,10 +71,6 @@ class CanvasRun:
     def argmax(self) -> torch.Tensor:
         """(1, C) argmax canvas of the last step, on the device."""
         return self.runner.out_of(self)[: self.bucket.canvas][None].clone()
-
-    def token_probs(self) -> torch.Tensor:
-        """(C,) fp32 probability of each argmax token at the last step, on the device."""
-        return self.runner.state_of(self).prob.clone()
 
     def close(self) -> None:
         """No more steps: a CUDA-graph bucket need not save this run's state for it."""
