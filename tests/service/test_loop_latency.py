@@ -38,3 +38,18 @@ def test_health_answers_while_1_mb_prompts_are_tokenized(chat_service):
     with chat_service.http() as c:  # and it still serves
         r = c.post("/v1/completions", json={"prompt": "def add(a, b):\n    return", "max_tokens": 8, "stop": "\n"})
         assert r.status_code == 200 and "\n" not in r.json()["choices"][0]["text"]
+
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from engine.engine import Engine, default_model_path
+
+    return Engine.from_pretrained(default_model_path(), device="cpu")
+
+
+@pytest.mark.parametrize("text", ["", "def f(x):\n    return x + 1\n", "a\r\nb\rc\n", "héllo wörld 日本語 🎉 ∑",
+                                  "  \t  x" * 50, "x" * 5000, code_like(20_000, seed=2)])
+def test_engine_encode_gives_the_tokenizers_own_ids(engine, text):
+    """Engine.encode tokenizes with encode_batch_fast (other threads run meanwhile); the ids are Tokenizer.encode's."""
+    assert engine.encode(text) == engine.tokenizer.encode(text, add_special_tokens=False).ids
