@@ -26,10 +26,10 @@ def chat_service(chat_checkpoint):
 
 
 def test_health_answers_while_1_mb_prompts_are_tokenized(chat_service):
-    chat = {"messages": [{"role": "user", "content": code_like(1_000_000, seed=1)}], "max_tokens": 8}
-    requests = [*big_bodies(1_000_000), ("chat", "/v1/chat/completions", chat)]
+    requests = big_bodies(1_000_000)  # text, prompt + suffix, a chat message, token ids
     result = health_during(lambda: chat_service.http(120.0), requests)
     rows = {r["request"]: r for r in result["requests"]}
+    assert set(rows) == {"text", "text+suffix", "chat", "ids"}
     # each prompt is far over the 32768-token limit: the service tokenizes all of it, then answers 413
     assert {r["status"] for r in rows.values()} == {413}, rows
     assert all(rows[k]["polls"] >= 3 for k in ("text", "text+suffix", "chat")), rows  # polled while busy
