@@ -7,38 +7,30 @@ is measured by `python -m bench.service_loop`."""
 
 from __future__ import annotations
 
-import shutil
-import signal
-
 import pytest
-from service_harness import private_dir, start_service
 
-from bench.service_loop import big_bodies, code_like, health_during
-
-
-@pytest.fixture(scope="module")
-def chat_service(chat_checkpoint):
-    d = private_dir()
-    svc = start_service(d, model=chat_checkpoint)
-    yield svc
-    svc.kill(signal.SIGTERM)
-    shutil.rmtree(d, ignore_errors=True)
+from bench.service_loop import code_like, measure
 
 
-def test_health_answers_while_1_mb_prompts_are_tokenized(chat_service):
-    requests = big_bodies(1_000_000)  # text, prompt + suffix, a chat message, token ids
-    result = health_during(lambda: chat_service.http(120.0), requests)
+def test_health_answers_while_1_mb_prompts_are_tokenized():
+    # bench.service_loop.measure: a service on the shipped model (served with a minimal chat template), 1 MB prompts
+    result = measure(chars=1_000_000, rounds=1)
     rows = {r["request"]: r for r in result["requests"]}
-    assert set(rows) == {"text", "text+suffix", "chat", "ids"}
+    assert set(rows) == {"text", "text+suffix", "chat", "ids"}  # text, prompt + suffix, a chat message, token ids
     # each prompt is far over the 32768-token limit: the service tokenizes all of it, then answers 413
     assert {r["status"] for r in rows.values()} == {413}, rows
     assert all(rows[k]["polls"] >= 3 for k in ("text", "text+suffix", "chat")), rows  # polled while busy
     assert result["health_failed"] == 0
     assert result["service_health_max_ms"] < 1000, result
-    with chat_service.http() as c:  # and it still serves
-        r = c.post("/v1/completions", json={"prompt": "def add(a, b):\n    return", "max_tokens": 8, "stop": "\n"})
-        assert r.status_code == 200 and "\n" not in r.json()["choices"][0]["text"]
 
+
+def test_a_real_service_honours_stop(service):
+    stops = [" ", "\n", "(", "."]
+    with service.http() as c:
+        r = c.post("/v1/completions", json={"prompt": "def add(a, b):\n    return", "max_tokens": 16, "stop": stops})
+    assert r.status_code == 200, r.text
+    text = r.json()["choices"][0]["text"]
+    assert not any(s in text for s in stops), text
 
 
 @pytest.fixture(scope="module")
