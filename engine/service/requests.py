@@ -200,6 +200,8 @@ def _parsed(body: Mapping[str, Any], ids: list[int], max_tokens: Any, info: Mode
     client = dg.get("client")
     if client is not None and not (isinstance(client, str) and 0 < len(client) <= 200):
         raise BadRequest("dg.client must be a string of 1..200 characters", "dg.client")
+    if client is not None:
+        _unicode(client, "dg.client")  # it goes into log lines
     stop = _stops(body.get("stop"))
     spec = FillSpec(list(ids), canvas, canvases, steps, None if bound is None else float(bound), seed,
                     step_events=drafts, draft_text=draft_text)

@@ -28,6 +28,7 @@ CASES = [
     ("/v1/completions", b'{"prompt": "x = ", "suffix": "\\ud800\\n"}', "suffix", "suffix is not valid"),
     ("/v1/completions", b'{"prompt": [1], "stop": ["\\ud800"]}', "stop", "stop is not valid"),
     ("/v1/completions", b'{"prompt": [1], "model": "\\ud800"}', "model", "model is not valid"),
+    ("/v1/completions", b'{"prompt": [1], "dg": {"client": "a\\ud800"}}', "dg.client", "dg.client is not valid"),
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x = \\ud800"}]}', "messages",
      "messages[0].content is not valid"),
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]}',
