@@ -23,11 +23,15 @@ WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")
 
 @dataclass
 class WeightPlan:
-    """Target format `fmt` ("bf16" = not quantized: the compute dtype) on `device`; `convert` is the loader's hook."""
+    """Target format `fmt` ("bf16" = not quantized: the compute dtype) on `device`; `convert` is the loader's hook.
+    `as_stored`: the checkpoint is served in its own quantized format, so a tensor it stores unquantized (its
+    `ignore` list, e.g. the published FP8 checkpoint's self-conditioning MLP, or any bf16 weight without a scale)
+    stays unquantized, as the checkpoint's scheme computes it."""
 
     fmt: str
     device: torch.device
     dtype: torch.dtype
+    as_stored: bool = False
     symmetric: bool = INT4_SYMMETRIC
     group_size: int = INT4_GROUP
     parts: dict[str, QuantParts] = field(default_factory=dict)
@@ -35,6 +39,8 @@ class WeightPlan:
     def convert(self, key: str, value: torch.Tensor | QuantParts) -> dict[str, torch.Tensor]:
         """One checkpoint tensor (our state-dict key) -> the state-dict entries it becomes on the device."""
         quant = self.fmt in QUANTIZED and is_target(key)
+        if self.as_stored and not isinstance(value, QuantParts):
+            quant = False
         if isinstance(value, QuantParts):
             if quant and value.fmt == self.fmt:  # fp8 checkpoint served as fp8: the stored bytes, unchanged
                 return self._entries(key, value.to(self.device))
@@ -121,4 +127,4 @@ def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dty
     own = own_format(path)
     free = memory.free_bytes(device) if free is None else free
     fit = memory.choose(cfg, weights, free, dtype.itemsize, own, context_tokens, memory.overhead_bytes(device))
-    return WeightPlan(fit.fmt, device, dtype)
+    return WeightPlan(fit.fmt, device, dtype, as_stored=own is not None and fit.fmt == own)
