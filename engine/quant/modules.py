@@ -61,7 +61,7 @@ class QuantWeight(nn.Module):
         return fake_quant_fp8_per_token(x) if self.act_dynamic else x
 
     def _use_kernel(self, x: torch.Tensor) -> bool:
-        if x.device.type != "cuda":
+        if x.device.type != "cuda" or self.fmt.startswith("gguf:"):  # ggml blocks: dequantized per call
             return False
         from engine.kernels import moe_quant
 
