@@ -199,3 +199,22 @@ def test_corrupted_file_gets_a_clear_error(tiny, damage):
                      "empty": b""}[damage])
     with pytest.raises(G.GGUFError, match=f"{bad.name}: (truncated|not a readable GGUF file)"):
         Engine.from_pretrained(bad, device="cpu", dtype="float32")
+
+
+def test_check_names_the_format_and_fills_with_the_tokenizer_beside_the_file(tiny):
+    from engine.check import run_check
+
+    src, root = tiny
+    (root / "with_tok").mkdir()
+    path = W.write_gguf(src, root / "with_tok" / "model-Q4_K_M.gguf")
+    W.sidecar(src, root / "with_tok")
+    out = run_check(str(root / "with_tok"), device="cpu", dtype="float32")
+    assert out["ok"], out.get("error")
+    ck = out["checkpoint"]
+    assert ck["format"] == "gguf" and ck["files"] == [str(path)]
+    assert ck["tensor_types"]["Q4_K"]["tensors"] == 20 and ck["tensor_types"]["Q6_K"]["bytes"] > 0
+    assert ck["tokenizer"].startswith("tokenizer.json beside") and out["weights"] == "gguf"
+    assert "diffusion.eb_max_steps" in ck["defaulted_keys"] and out["memory"]["bytes"]["gguf"] > 0
+    assert isinstance(out["fill"], str) and out["steps"] >= 1
+    bare = run_check(str(W.write_gguf(src, root / "bare.gguf")), device="cpu", dtype="float32")
+    assert not bare["ok"] and "put the model's HF tokenizer.json" in bare["checkpoint"]["tokenizer"]
