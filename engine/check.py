@@ -25,8 +25,10 @@ def weights_bytes(module: Any) -> int:
 def _tokenizer_source(eng: Any) -> str:
     if eng.tokenizer is not None:
         return "tokenizer.json beside the checkpoint"
-    return ("none: put the model's HF tokenizer.json (and its prompt files) beside the checkpoint; without it only "
-            "the id-based API works (a tokenizer from a GGUF's tokenizer.ggml.* metadata is not built)")
+    return ("none: put the model's HF tokenizer.json, tokenizer_config.json and chat_template.jinja beside the "
+            "checkpoint; without them only the id-based API works (a GGUF's own tokenizer.ggml.* metadata is "
+            "rebuilt by engine.formats.gguf.file_tokenizer but not served: its chat template is not read as a "
+            "prompt format)")
 
 
 def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto",

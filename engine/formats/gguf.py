@@ -104,6 +104,15 @@ def gguf_files(path: str | Path) -> list[Path]:
     return files
 
 
+def file_tokenizer(path: str | Path):
+    """The tokenizer rebuilt from the file's tokenizer.ggml.* metadata (engine.formats.gguf_tokenizer), or None when
+    the file has none of the kind rebuilt (gemma4)."""
+    from engine.formats.gguf_tokenizer import has_tokenizer, tokenizer_from_fields
+
+    info = open_gguf(path)
+    return tokenizer_from_fields(info.fields, str(info.files[0])) if has_tokenizer(info.fields) else None
+
+
 def tokenizer_dir(path: str | Path) -> Path:
     """Where the HF tokenizer.json / prompt files of a GGUF checkpoint are looked for: beside the file."""
     path = Path(path)

@@ -110,10 +110,11 @@ def _gguf_name(hf: str) -> str | None:
 
 
 def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canvas_length: int = 16,
-               sampler: dict | None = None, split_max_tensors: int = 0) -> Path:
+               sampler: dict | None = None, split_max_tensors: int = 0, tokenizer: bool = True) -> Path:
     """The HF checkpoint at `src` (single-file safetensors, tied) as a GGUF at `dst`; `rule` gives each tensor's
     ggml type (a callable as q4_k_m_type, or one type name for every >= 2-D weight). `sampler`: diffusion.eb_* keys
-    (without the prefix) to write. Returns the path of the (first) file written."""
+    (without the prefix) to write; `tokenizer`: the tokenizer.ggml.* keys of src's tokenizer.json (BPE), when it has
+    one. Returns the path of the (first) file written."""
     import gguf
     from safetensors.torch import load_file
 
@@ -168,6 +169,21 @@ def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canv
     w.add_uint32("tokenizer.ggml.eos_token_id", cfg.eos_token_ids[0])
     w.add_uint32("tokenizer.ggml.bos_token_id", cfg.bos_token_id)
     w.add_uint32("tokenizer.ggml.padding_token_id", cfg.pad_token_id)
+    if tokenizer and (src / "tokenizer.json").is_file():  # what the converter writes from tokenizer.json
+        from engine.formats.gguf_tokenizer import tokenizer_fields
+
+        tf = tokenizer_fields(src / "tokenizer.json")
+        w.add_tokenizer_model(tf["tokenizer.ggml.model"])
+        w.add_tokenizer_pre(tf["tokenizer.ggml.pre"])
+        w.add_token_list(tf["tokenizer.ggml.tokens"])
+        w.add_token_scores(tf["tokenizer.ggml.scores"])
+        w.add_token_types(tf["tokenizer.ggml.token_type"])
+        w.add_token_merges(tf["tokenizer.ggml.merges"])
+        if "tokenizer.ggml.unknown_token_id" in tf:
+            w.add_uint32("tokenizer.ggml.unknown_token_id", tf["tokenizer.ggml.unknown_token_id"])
+        w.add_add_bos_token(True)
+        if (src / "chat_template.jinja").is_file():
+            w.add_chat_template((src / "chat_template.jinja").read_text())
     for name in sorted(tensors, key=_order):
         t = tensors[name]
         qtype = rule(name, tuple(t.shape), cfg.num_hidden_layers, v_index)

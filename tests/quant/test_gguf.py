@@ -218,3 +218,38 @@ def test_check_names_the_format_and_fills_with_the_tokenizer_beside_the_file(tin
     assert isinstance(out["fill"], str) and out["steps"] >= 1
     bare = run_check(str(W.write_gguf(src, root / "bare.gguf")), device="cpu", dtype="float32")
     assert not bare["ok"] and "put the model's HF tokenizer.json" in bare["checkpoint"]["tokenizer"]
+
+
+CORPUS = [
+    *__import__("engine.testing", fromlist=["SAMPLE_CODE"]).SAMPLE_CODE,
+    "def größe(x):\n    return x  # Größe, naïve café\n",
+    "// 日本語のコメント\nconst 名前 = \"値\";\n",
+    "# Комментарий по-русски\nprint('привет, мир')\n",
+    "fn main() { println!(\"你好, 世界 🌍\"); }\n\n\n\t\tx  =  1\n",
+    "if (a && b) {\r\n    return \"ñandú\";\r\n}\n",
+    "  leading spaces and trailing   \n<bos>mixed <|turn>user\nspecial<turn|> tokens\n",
+]
+
+
+def test_tokenizer_rebuilt_from_gguf_metadata_matches_the_hf_tokenizer(tiny):
+    from tokenizers import Tokenizer
+
+    from engine.formats.gguf_tokenizer import tokenizer_fields
+    from engine.testing_published import gemma_style_tokenizer
+
+    src, root = tiny
+    hf_dir = root / "gemma_tok"
+    hf_dir.mkdir()
+    gemma_style_tokenizer().save(str(hf_dir / "tokenizer.json"))
+    for f in src.iterdir():
+        if f.name != "tokenizer.json":
+            (hf_dir / f.name).write_bytes(f.read_bytes())
+    assert tokenizer_fields(hf_dir / "tokenizer.json")["tokenizer.ggml.model"] == "gemma4"
+    path = W.write_gguf(hf_dir, root / "tok.gguf")
+    rebuilt, hf = G.file_tokenizer(path), Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
+    for text in CORPUS:
+        want = hf.encode(text, add_special_tokens=False).ids
+        assert rebuilt.encode(text, add_special_tokens=False).ids == want, text
+        assert rebuilt.decode(want, skip_special_tokens=False) == hf.decode(want, skip_special_tokens=False)
+    # a byte-level BPE (the tiny test tokenizer) is written as llama.cpp's "gpt2" and not rebuilt: no tokenizer
+    assert G.file_tokenizer(W.write_gguf(src, root / "bytelevel.gguf")) is None
