@@ -15,7 +15,6 @@ from engine.kv_cache import DecodeKV, KVCache, kept_tokens
 from engine.moe import MoE
 from engine.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
 
-
 # MKL computes a one-row GEMM (a GEMV) with a kernel picked by the weight's address: the same product from a weight
 # 4 bytes further along differs in its last bits (tests/engine/test_short_contexts.py). Rows of the stacked weight
 # stand in for a projection of one input row only where they lie at the projection's own address modulo this.
