@@ -1,0 +1,87 @@
+"""The tokenizer a DiffusionGemma GGUF carries in its `tokenizer.ggml.*` metadata, rebuilt as a `tokenizers.Tokenizer`
+(for a file with no HF tokenizer.json beside it), and the same metadata written from a tokenizer.json.
+
+llama.cpp's converter (`Gemma4Model.set_vocab`, via gguf's LlamaHfVocab) stores the vocabulary by id, each token's
+type (NORMAL 1, CONTROL 3, USER_DEFINED 4, BYTE 6 for `<0xNN>`), placeholder scores, and the BPE merges verbatim,
+with `tokenizer.ggml.model = "gemma4"`. The normalizer, pre-tokenizer and decoder are not stored: they are Gemma's,
+as transformers' GemmaTokenizer (its GGUF path for "gemma4") builds them: spaces become "▁", BPE with byte fallback,
+no pre-split, the decoder undoes both. CONTROL tokens become special added tokens, USER_DEFINED plain added ones.
+Token ids equal the HF tokenizer's where the HF tokenizer is this pipeline (../shared/GGUF.md §4; tested on a
+Gemma-style tokenizer, not on the published one, which is not at hand).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+
+
+class GGUFTokenizerError(ValueError):
+    """The file's tokenizer metadata is missing or of a kind this module does not rebuild."""
+
+
+def has_tokenizer(fields: dict[str, Any]) -> bool:
+    """Whether the metadata holds a tokenizer this module rebuilds (gemma4: what DiffusionGemma files hold)."""
+    return "tokenizer.ggml.tokens" in fields and fields.get("tokenizer.ggml.model") == "gemma4"
+
+
+def tokenizer_from_fields(fields: dict[str, Any], where: str = "the GGUF"):
+    """`tokenizers.Tokenizer` from a GGUF's metadata (engine.formats.gguf.GGUFInfo.fields)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+
+    kind = fields.get("tokenizer.ggml.model")
+    if kind != "gemma4":
+        raise GGUFTokenizerError(f"{where}: tokenizer.ggml.model {kind!r} is not rebuilt here (gemma4 is); put the "
+                                 "model's HF tokenizer.json beside the file")
+    tokens = list(fields["tokenizer.ggml.tokens"])
+    types = list(fields.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens))
+    merges = [tuple(m.split(" ", 1)) for m in fields.get("tokenizer.ggml.merges") or []]
+    if len(types) != len(tokens):
+        raise GGUFTokenizerError(f"{where}: {len(types)} token types for {len(tokens)} tokens")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    unk_id = fields.get("tokenizer.ggml.unknown_token_id")
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, byte_fallback=True, fuse_unk=True,
+                               unk_token=tokens[unk_id] if unk_id is not None else None))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types, strict=True) if ty == CONTROL])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False)
+                    for t, ty in zip(tokens, types, strict=True) if ty == USER_DEFINED])
+    return tok
+
+
+def tokenizer_fields(tokenizer_json: Path) -> dict[str, Any]:
+    """The `tokenizer.ggml.*` keys llama.cpp's converter writes for an HF BPE tokenizer.json (tests, benchmarks)."""
+    raw = json.loads(tokenizer_json.read_text())
+    model = raw["model"]
+    if model.get("type") != "BPE":
+        raise GGUFTokenizerError(f"{tokenizer_json}: model type {model.get('type')!r} is not BPE")
+    by_id = {i: t for t, i in model["vocab"].items()}
+    added = {a["id"]: a for a in raw.get("added_tokens", [])}
+    by_id.update({i: a["content"] for i, a in added.items()})
+    n = max(by_id) + 1
+    tokens = [by_id.get(i, f"[PAD{i}]") for i in range(n)]
+    types = []
+    for i, t in enumerate(tokens):
+        if i in added:
+            types.append(CONTROL if added[i].get("special") else USER_DEFINED)
+        elif t.startswith("<0x") and t.endswith(">") and len(t) == 6:
+            types.append(BYTE)
+        else:
+            types.append(NORMAL)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    ids = {t: i for i, t in enumerate(tokens)}
+    gemma = model.get("byte_fallback") and (raw.get("normalizer") or {}).get("type") == "Replace"
+    kind = "gemma4" if gemma else "gpt2"  # a byte-level BPE: what the converter writes for one, not rebuilt here
+    out = {"tokenizer.ggml.model": kind, "tokenizer.ggml.pre": kind, "tokenizer.ggml.tokens": tokens,
+           "tokenizer.ggml.scores": [-1000.0] * n, "tokenizer.ggml.token_type": types,
+           "tokenizer.ggml.merges": merges}
+    for key, name in (("bos_token_id", "<bos>"), ("eos_token_id", "<eos>"), ("unknown_token_id", "<unk>"),
+                      ("padding_token_id", "<pad>")):
+        if name in ids:
+            out[f"tokenizer.ggml.{key}"] = ids[name]
+    return out
