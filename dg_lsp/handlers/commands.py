@@ -55,7 +55,8 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T
     start, end = sorted(offset_at(document.text, p.line, p.character, ls.encoding, document.starts)
                         for p in (rng.start, rng.end))
     selection = start != end and not is_word(document.text, start, end)
-    cursor = rng.end if start != end and not selection else rng.start
+    cursor = max(rng.start, rng.end, key=lambda p: (p.line, p.character)) if start != end and not selection \
+        else rng.start
     offered = [("Fill hole", FILL_HOLE, {"textDocument": doc, "position": cursor})]
     if selection:
         offered.append(("Rewrite selection", REWRITE_SELECTION, {"textDocument": doc, "range": rng, "widen": False}))
@@ -154,7 +155,7 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
         res = await ls.workspace_apply_edit_async(
             T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
     except JsonRpcException as error:  # the client answered with an error: not applied, and why
-        return done(False, f"the client refused the edit: {error.message or f'error {error.code}'}")
+        return done(False, f"the client did not apply the edit: {error.message or f'error {error.code}'}")
     if res is None or not res.applied:
         return done(False, (res and res.failure_reason) or "the client did not apply the edit")
     return done(True, None)
