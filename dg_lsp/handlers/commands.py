@@ -54,16 +54,15 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T
     rng = params.range
     start, end = sorted(offset_at(document.text, p.line, p.character, ls.encoding, document.starts)
                         for p in (rng.start, rng.end))
-    selection = start != end and not is_word(document.text, start, end)
-    cursor = max(rng.start, rng.end, key=lambda p: (p.line, p.character)) if start != end and not selection \
-        else rng.start
+    word = start != end and is_word(document.text, start, end)
+    selection = start != end and not word
+    cursor = max(rng.start, rng.end, key=lambda p: (p.line, p.character)) if word else rng.start
     offered = [("Fill hole", FILL_HOLE, {"textDocument": doc, "position": cursor})]
     if selection:
         offered.append(("Rewrite selection", REWRITE_SELECTION, {"textDocument": doc, "range": rng, "widen": False}))
     only = params.context.only
     caps = ls.client_capabilities.text_document
-    literals = caps is not None and caps.code_action is not None and \
-        caps.code_action.code_action_literal_support is not None
+    literals = getattr(caps and caps.code_action, "code_action_literal_support", None) is not None
     actions: list[T.Command | T.CodeAction] = []
     for title, name, arg in offered:
         if only is not None and not any(kind_within(KINDS[name], str(getattr(k, "value", k))) for k in only):
