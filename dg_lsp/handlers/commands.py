@@ -16,70 +16,99 @@ from collections.abc import Generator
 from typing import Any
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from dg_lsp.documents import Snapshot
-from dg_lsp.edits import lsp_text_edit, to_lsp_range
+from dg_lsp.documents import Snapshot, offset_at
+from dg_lsp.edits import lsp_text_edit, to_lsp_range, word_char
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
 from dg_lsp.pipeline import LOW_CONFIDENCE
 from dg_lsp.session import DgServer, Received, request_task
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
+KINDS = {FILL_HOLE: T.CodeActionKind.QuickFix, REWRITE_SELECTION: T.CodeActionKind.RefactorRewrite}
 MAX_POSITION = 2**31 - 1  # LSP's uinteger
 SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and canvases would be unbounded)
 INSTRUCTION_MAX_CHARS = 2_000  # a rewrite's instruction is one request, not a document
 
 
 def register(server: DgServer) -> None:
-    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
-                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
-    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=list(KINDS.values())))
+    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
         return code_actions(ls, params)
 
     server.command(FILL_HOLE)(command)
     server.command(REWRITE_SELECTION)(command)
 
 
-def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
-    """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty; "... anyway" where the
-    confidence gate withheld the last command's fill in this document (the same command again, with force)."""
+def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
+    """"Fill hole" (quickfix) at the cursor, and "Rewrite selection" (refactor.rewrite) when the range is a
+    selection. The cursor is the range's start, or its end when the range is just the word at the cursor (see
+    `is_word`). CodeActions with their kind for a client that takes them (codeActionLiteralSupport), else plain
+    Commands; `context.only` keeps the kinds it names and their sub-kinds either way. Where the confidence gate
+    withheld the last command's fill in this document and version, "... anyway" (the same command with force)."""
     uri = params.text_document.uri
     identity = ls.store.identity(uri)
-    if identity is None:
+    document = ls.store.get(uri)
+    if identity is None or document is None:
         return []
     opened, version = identity
     doc = {"uri": uri, "version": version}
     rng = params.range
+    start, end = sorted(offset_at(document.text, p.line, p.character, ls.encoding, document.starts)
+                        for p in (rng.start, rng.end))
+    word = start != end and is_word(document.text, start, end)
+    selection = start != end and not word
+    cursor = max(rng.start, rng.end, key=lambda p: (p.line, p.character)) if word else rng.start
     # documentOpen: which open of the document the positions were read from (a reopened one starts at version 1)
-    actions = [T.Command(title="Fill hole", command=FILL_HOLE,
-                         arguments=[{"textDocument": doc, "position": rng.start, "documentOpen": opened}])]
-    if rng.start != rng.end:
-        actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
-                                 arguments=[{"textDocument": doc, "range": rng, "widen": False,
-                                             "documentOpen": opened}]))
-    if (anyway := _anyway(ls, uri, identity, rng)) is not None:
-        actions.append(anyway)
+    offered = [("Fill hole", FILL_HOLE, {"textDocument": doc, "position": cursor, "documentOpen": opened})]
+    if selection:
+        offered.append(("Rewrite selection", REWRITE_SELECTION, {"textDocument": doc, "range": rng, "widen": False,
+                                                                 "documentOpen": opened}))
+    if (anyway := _anyway(ls, uri, identity, start, end)) is not None:
+        offered.append(anyway)
+    only = params.context.only
+    caps = ls.client_capabilities.text_document
+    literals = getattr(caps and caps.code_action, "code_action_literal_support", None) is not None
+    actions: list[T.Command | T.CodeAction] = []
+    for title, name, arg in offered:
+        if only is not None and not any(kind_within(KINDS[name], str(getattr(k, "value", k))) for k in only):
+            continue
+        cmd = T.Command(title=title, command=name, arguments=[arg])
+        actions.append(T.CodeAction(title=title, kind=KINDS[name], command=cmd) if literals else cmd)
     return actions
 
 
-def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], rng: T.Range) -> T.Command | None:
-    """The withheld command at `rng` (in this open and version of the document) with force: true, or None."""
+def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], lo: int, hi: int
+            ) -> tuple[str, str, dict[str, Any]] | None:
+    """The withheld command near offsets lo..hi (in this open and version of the document) with force: true."""
     held = ls.withheld.get(uri)
     if held is None or held[0] != identity:
         return None
     _, start, end, rewrite, confidence = held
-    snap = ls.store.snapshot(uri, 0.0)
-    lo, hi = sorted((ls.offset(snap, rng.start), ls.offset(snap, rng.end)))
     if hi < start or lo > end:
         return None
-    doc = {"uri": uri, "version": identity[1]}
+    snap = ls.store.snapshot(uri, 0.0)
     span = to_lsp_range(snap, start, end, ls.encoding)
-    a, b = span.start, span.end
-    where = {"range": {"start": a, "end": b}, "widen": False} if rewrite else {"position": a}
+    doc = {"uri": uri, "version": identity[1]}
+    where = {"range": {"start": span.start, "end": span.end}, "widen": False} if rewrite else {"position": span.start}
     title = f"{'Rewrite selection' if rewrite else 'Fill hole'} anyway (confidence {confidence:.2f})"
-    return T.Command(title=title, command=REWRITE_SELECTION if rewrite else FILL_HOLE,
-                     arguments=[{"textDocument": doc, **where, "documentOpen": identity[0], "force": True}])
+    return title, REWRITE_SELECTION if rewrite else FILL_HOLE, {"textDocument": doc, **where,
+                                                                 "documentOpen": identity[0], "force": True}
+
+
+def kind_within(kind: str, asked: str) -> bool:
+    """LSP's hierarchical kinds: `refactor` asks for `refactor.rewrite` too; the empty kind asks for all."""
+    return not asked or kind == asked or kind.startswith(asked + ".")
+
+
+def is_word(text: str, start: int, end: int) -> bool:
+    """Is text[start:end] (non-empty) exactly one whole word: identifier characters only (letters, digits, `_`,
+    `$`), with none just before or after it? Such a range is not a selection: it is what a client sends for the
+    cursor when no region is active (eglot sends the bounds of the symbol at point)."""
+    if start >= end or not all(word_char(ch) for ch in text[start:end]):
+        return False
+    return not (start > 0 and word_char(text[start - 1])) and not (end < len(text) and word_char(text[end]))
 
 
 def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any, dict[str, Any]]:
@@ -149,10 +178,13 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
     doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
     label = "dg: rewrite selection" if rewrite else "dg: fill hole"
-    res = await ls.workspace_apply_edit_async(
-        T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
-    if not res.applied:
-        return done(False, res.failure_reason or "the client did not apply the edit")
+    try:
+        res = await ls.workspace_apply_edit_async(
+            T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
+    except JsonRpcException as error:  # the client answered with an error: not applied, and why
+        return done(False, f"the client did not apply the edit: {error.message or f'error {error.code}'}")
+    if res is None or not res.applied:
+        return done(False, (res and res.failure_reason) or "the client did not apply the edit")
     return done(True, None)
 
 
