@@ -120,6 +120,8 @@ function userSettings() {
   } else {
     settings["dg.server.pythonPath"] = join(REPO_ROOT, ".venv/bin/python");
     settings["dg.server.args"] = ["--log-level", "INFO"];
+    // These scenarios check how fills land, not whether the shipped model's confidence gate would show them.
+    settings["dg.minConfidence"] = 0;
   }
   if (MODEL) settings["dg.modelPath"] = MODEL;
   return settings;
