@@ -265,7 +265,7 @@ class DgServer(LanguageServer):
         deadline = time.perf_counter() + COMMAND_PARSE_S
         while not snap.tree_fresh and time.perf_counter() < deadline:
             doc = self.store.get(snap.uri)
-            if doc is None or doc.identity != snap.identity:
+            if doc is None or (doc.opened, doc.version) != snap.identity:
                 return snap
             if doc.parse(5 * PARSE_SLICE_S):
                 return doc.snapshot(0.0)
