@@ -130,7 +130,7 @@ class OpenAIBackend(LocalSide):
         """One request; `steps` and `entropy_bound` are the server's to set (vLLM takes them per server)."""
         if not self.status.ready:
             self._recheck()
-            return RemoteResult("", cancelled=True, error=self.status.message)
+            return RemoteResult.failed(self.status.message)
         max_tokens = canvas_length * max_canvases
         messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
         if messages is not None:
@@ -144,11 +144,12 @@ class OpenAIBackend(LocalSide):
             out = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
         except RemoteError as exc:
             log.warning("%s/%s: %s", self.endpoint, path, exc)
-            return RemoteResult("", cancelled=True, error=str(exc))
+            return RemoteResult.failed(f"{self.endpoint}/{path} failed: {exc}")
         except httpx.TransportError as exc:
-            self.status.set_state("error", f"{self.endpoint} is not answering ({type(exc).__name__}: {exc})")
+            why = f"{self.endpoint} is not answering ({type(exc).__name__}: {exc})"
+            self.status.set_state("error", why)
             self._recheck()
-            return RemoteResult("", cancelled=True, error=str(exc))
+            return RemoteResult.failed(why)
         if out is None:
             return RemoteResult("", cancelled=True)
         out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3

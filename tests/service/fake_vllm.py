@@ -1,7 +1,7 @@
 """A stand-in for vLLM's OpenAI-compatible server (`vllm serve`), answering in the shapes vLLM documents and
 recording what it was sent. `mode` picks the next answers: "ok", "error-body" (HTTP 400 with an error object),
-"error-event" (an error in the middle of a stream), "drop" (the connection closes mid-stream), "hang" (nothing,
-until the client hangs up)."""
+"500" (HTTP 500 with a plain-text body, as a proxy in front of a server sends), "error-event" (an error in the
+middle of a stream), "drop" (the connection closes mid-stream), "hang" (nothing, until the client hangs up)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 MODEL = "google/diffusiongemma-26B-A4B-it"
@@ -66,6 +66,8 @@ class FakeVLLM:
         if self.mode == "error-body":
             return JSONResponse({"error": {"message": "This model's maximum context length is 32768 tokens.",
                                            "type": "BadRequestError", "param": None, "code": 400}}, 400)
+        if self.mode == "500":
+            return PlainTextResponse("Internal Server Error", 500)
         return StreamingResponse(self._events(chat), media_type="text/event-stream")
 
     async def _events(self, chat: bool):
