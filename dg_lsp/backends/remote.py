@@ -39,6 +39,7 @@ class RemoteResult:
     reused_prefix_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    finish_reason: str | None = None  # an OpenAI stream's ("length": the last canvas did not reach an end token)
 
     @classmethod
     def failed(cls, error: str, steps: int = 0) -> RemoteResult:

@@ -25,10 +25,13 @@ class FakeVLLM:
     def __init__(self) -> None:
         self.mode = "ok"
         self.answer = CANVASES
+        self.finish = "stop"  # the last event's finish_reason ("length": the last canvas reached no end token)
+        self.owned_by = "vllm"  # what /v1/models says (vLLM's ModelCard default)
         self.models_up = True
         self.requests: list[tuple[str, dict, dict]] = []  # (path, body, headers)
         self.hung_up = threading.Event()
         app = Starlette(routes=[Route("/v1/models", self._models),
+                                Route("/version", lambda request: JSONResponse({"version": "0.33.0"})),
                                 Route("/v1/completions", self._fill, methods=["POST"]),
                                 Route("/v1/chat/completions", self._fill, methods=["POST"])])
         self._sock = socket.socket()
@@ -56,7 +59,7 @@ class FakeVLLM:
             return JSONResponse({"error": {"message": "starting", "type": "ServiceUnavailableError", "param": None,
                                            "code": 503}}, 503)
         return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1,
-                                                         "owned_by": "vllm", "root": MODEL, "parent": None,
+                                                         "owned_by": self.owned_by, "root": MODEL, "parent": None,
                                                          "max_model_len": 32768}]})
 
     async def _fill(self, request: Request):
@@ -99,5 +102,5 @@ class FakeVLLM:
                 return
             if i == 0 and self.mode == "drop":
                 raise ConnectionResetError("the fake drops the connection")
-        yield chunk(None, "stop")
+        yield chunk(None, self.finish)
         yield "data: [DONE]\n\n"

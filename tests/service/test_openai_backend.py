@@ -44,7 +44,8 @@ def test_fim_through_completions_with_token_ids(vllm, connect):
     assert res.text == "return width * height" and not res.cancelled and steps == []
     path, body, headers = vllm.requests[-1]
     assert path == "/v1/completions" and headers["authorization"] == "Bearer team-key"
-    assert body == {"model": MODEL, "prompt": ids, "max_tokens": 32, "stream": True}
+    assert body == {"model": MODEL, "prompt": ids, "max_tokens": 32, "stream": True,  # vLLM: the hole's canvas
+                    "vllm_xargs": {"diffusion_canvas_length": 16, "diffusion_max_steps": 16}}
 
 
 def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint, connect):
@@ -56,7 +57,8 @@ def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint, 
     res = b.infill(context(b, HOLE), canvas_length=32)
     path, body, _ = vllm.requests[-1]
     assert path == "/v1/chat/completions"
-    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] == 32
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_completion_tokens"] == 32
+    assert "max_tokens" not in body and body["vllm_xargs"]["diffusion_canvas_length"] == 32
     assert body["messages"] == fmt.messages(PREFIX, SUFFIX, HOLE)
     assert "geometry.py" in body["messages"][0]["content"] and PREFIX in body["messages"][0]["content"]
     assert fmt.answer(res.text, PREFIX, SUFFIX) == "return width * height"
