@@ -118,7 +118,7 @@ class OpenAIBackend(LocalSide):
                 log.warning("model %r is not among those %s lists (%s)", model, endpoint, list(cards))
             vllm = (cards.get(model) or {}).get("owned_by") == "vllm"
             server = _vllm_version(http, endpoint) if vllm else None
-        mode = getattr(settings, "openai_diffusion", "auto")
+        mode = settings.openai_diffusion
         diffusion = mode == "on" or (mode == "auto" and vllm)  # the checkpoint is a diffusion model (load_local)
         return cls(endpoint, headers, model, local, diffusion, server)
 
@@ -146,7 +146,7 @@ class OpenAIBackend(LocalSide):
 
     def request(self, context_ids: list[int], canvas_length: int, steps: int | None = None,
                 max_canvases: int = 1) -> tuple[str, dict[str, Any]]:
-        """(path, body) of the request for one fill: what `infill` sends (contract tests validate it)."""
+        """(path, body) of the request `infill` sends for one fill."""
         max_tokens = canvas_length * max_canvases
         messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
         if messages is not None:
