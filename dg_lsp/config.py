@@ -16,6 +16,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")  # engine.quant.plan (not imported: no torch for --version)
 PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 BACKENDS = ("embedded", "service", "openai")
+OPENAI_DIFFUSION = ("auto", "on", "off")  # openai backend: send vLLM's per-request diffusion arguments?
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Settings:
     api_key_env: str | None = None
     model: str | None = None
     auto_start: bool = True
+    # openai: per-request canvas and steps in `vllm_xargs` (auto: when /v1/models says the server is vLLM)
+    openai_diffusion: str = "auto"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -51,7 +54,7 @@ class Settings:
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
         return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
-                self.api_key_env, self.model, self.auto_start)
+                self.api_key_env, self.model, self.auto_start, self.openai_diffusion)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -127,6 +130,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "api_key_env": _env_name,
     "model": _name,
     "auto_start": _bool,
+    "openai_diffusion": _choice(OPENAI_DIFFUSION),
 }
 
 # wire key (camelCase) -> field name
@@ -148,6 +152,7 @@ KEYS: dict[str, str] = {
     "apiKeyEnv": "api_key_env",
     "model": "model",
     "autoStart": "auto_start",
+    "openaiDiffusion": "openai_diffusion",
 }
 
 _DEFAULTS = Settings()

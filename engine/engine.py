@@ -88,6 +88,7 @@ class InfillResult:
     reused_prefix_tokens: int
     timings: dict[str, float] = field(default_factory=dict)
     tokens_accepted_per_step: float = 0.0
+    error: str | None = None  # engine.seam.FillResult: the embedded engine raises instead of failing a fill
 
 
 @dataclass(frozen=True)

@@ -69,13 +69,15 @@ class StepDraft(Protocol):
 
 
 class FillResult(Protocol):
-    """The outcome of one `infill` call."""
+    """The outcome of one `infill` call: a text, a cancel (`cancelled`: the caller's flag stopped it), or a failure
+    (`error`: why the backend could not fill, e.g. a remote server's HTTP error; never reported as a cancel)."""
 
     text: str
     steps: int
     cancelled: bool
     reused_prefix_tokens: int
     timings: dict[str, float]  # at least "total_ms"
+    error: str | None  # None unless the fill failed; then `text` is "" and `cancelled` False
 
 
 @runtime_checkable

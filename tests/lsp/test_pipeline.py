@@ -24,6 +24,7 @@ class Result:
     cancelled: bool = False
     reused_prefix_tokens: int = 0
     timings: dict = field(default_factory=lambda: {"total_ms": 2.0})
+    error: str | None = None
 
 
 @dataclass
