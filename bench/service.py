@@ -2,6 +2,7 @@
 with 1, 2 and 4 clients, peak memory of every process, and how fast a vanished service shows.
 
     python -m bench.service [--clients 4] [--model DIR] [--quick]
+    python -m bench.service --backend openai [--model DIR] [--quick]      (bench.vllm_standin)
 
 Phases (one `dg-lsp serve-engine` on a private Unix socket; real `python -m dg_lsp` processes over stdio):
 1. and 2. keystroke -> item with one client: a server with the model in process (embedded) and one with
@@ -83,9 +84,9 @@ async def start_lsp(init: dict) -> Client:
     await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities(),
                                                      initialization_options=init))
     client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s.state in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1].state != "ready":
-        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].message}")
+    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1]["state"] != "ready":
+        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].get('message')}")
     return client
 
 
@@ -220,7 +221,7 @@ async def run(model: Path, label: str, file: Path, clients: int, quick: bool, tm
     gone: dict[int, float] = {}
     while len(gone) < len(editors) and time.perf_counter() - t_kill < 10:
         for i, (c, m) in enumerate(zip(editors, marks, strict=True)):
-            if i not in gone and any(s.state == "error" for s in c.statuses[m:]):
+            if i not in gone and any(s["state"] == "error" for s in c.statuses[m:]):
                 gone[i] = time.perf_counter()
         await asyncio.sleep(0.002)
     if len(gone) < len(editors):
@@ -286,7 +287,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--file", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="fewer keystrokes (smoke tests)")
+    ap.add_argument("--backend", choices=["service", "openai"], default="service",
+                    help="openai: the embedded engine beside the openai backend against a vLLM-shaped stand-in "
+                         "(bench.vllm_standin: canvas tokens per fill, keystroke latency)")
     args = ap.parse_args(argv)
+    if args.backend == "openai":
+        from bench import vllm_standin
+
+        return vllm_standin.main([*(["--model", str(args.model)] if args.model else []),
+                                  *(["--file", str(args.file)] if args.file else []),
+                                  *(["--quick"] if args.quick else [])])
     with tempfile.TemporaryDirectory(prefix="dgb-") as tmp:
         os.chmod(tmp, 0o700)
         model, label = pick_model(Path(tmp), args.model)

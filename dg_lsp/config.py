@@ -20,6 +20,7 @@ BACKENDS = ("embedded", "service", "openai")
 # threshold is a property of a checkpoint (how its token probabilities relate to right answers); guessed for an
 # unmeasured one, it would hide good fills or show junk without anyone knowing which.
 UNCALIBRATED_MIN_CONFIDENCE = 0.0
+OPENAI_DIFFUSION = ("auto", "on", "off")  # openai backend: send vLLM's per-request diffusion arguments?
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Settings:
     # The confidence gate (docs/PROTOCOL.md): fills below it are not shown and commands below it do not edit.
     # None: the checkpoint's calibrated value (infill.json), else UNCALIBRATED_MIN_CONFIDENCE.
     min_confidence: float | None = None
+    # openai: per-request canvas and steps in `vllm_xargs` (auto: when /v1/models says the server is vLLM)
+    openai_diffusion: str = "auto"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -58,7 +61,7 @@ class Settings:
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
         return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
-                self.api_key_env, self.model, self.auto_start)
+                self.api_key_env, self.model, self.auto_start, self.openai_diffusion)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -140,6 +143,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "model": _name,
     "auto_start": _bool,
     "min_confidence": _unit,
+    "openai_diffusion": _choice(OPENAI_DIFFUSION),
 }
 
 # wire key (camelCase) -> field name
@@ -162,6 +166,7 @@ KEYS: dict[str, str] = {
     "model": "model",
     "autoStart": "auto_start",
     "minConfidence": "min_confidence",
+    "openaiDiffusion": "openai_diffusion",
 }
 
 _DEFAULTS = Settings()

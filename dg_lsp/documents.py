@@ -159,9 +159,8 @@ class Snapshot:
 
     @property
     def identity(self) -> tuple[int, int]:
-        """(open, version): what a result computed from this snapshot belongs to. A reopened document starts at
-        version 1 again (a file replaced on disk, a branch switch), so the version alone does not say which text
-        positions were read from."""
+        """(open, version): what a result computed from this snapshot belongs to (a reopened document starts at
+        version 1 again: the version alone does not say which text positions were read from)."""
         return self.opened, self.version
 
     @cached_property
@@ -303,11 +302,6 @@ class Document:
         return Snapshot(self.uri, self.version, self.text, self.language, tree, self.starts, self.language_id,
                         self._fresh, self.opened)
 
-    @property
-    def identity(self) -> tuple[int, int]:
-        """(open, version), as `Snapshot.identity`."""
-        return self.opened, self.version
-
 
 def _splice_starts(starts: np.ndarray, start: int, end: int, new: str, old: str) -> np.ndarray:
     """Line starts after replacing old[start:end] with `new`. A new array: snapshots keep the old one.
@@ -389,7 +383,7 @@ class DocumentStore:
     def identity(self, uri: str) -> tuple[int, int] | None:
         """The open document's (open, version); None when it is not open."""
         doc = self._docs.get(uri)
-        return None if doc is None else doc.identity
+        return None if doc is None else (doc.opened, doc.version)
 
     def snapshot(self, uri: str, budget_s: float | None = None) -> Snapshot | None:
         doc = self._docs.get(uri)

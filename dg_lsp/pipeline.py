@@ -4,7 +4,8 @@ post-processing -> a `FillOutcome` with its figures.
 `run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.worker) while the loop awaits
 it and serves other messages. It reports through its arguments only: the outcome it returns, the marks it sets on
 the request's `Trace`, and `FillEvents` (drafts, progress, "busy"); the handler that called it sends dg/status.
-A result for a document that changed meanwhile is dropped ("document changed").
+A result for a document that changed meanwhile is dropped ("document changed"). A backend that fails a fill (a
+remote server's error) gives the reason "error", its message in `FillOutcome.error` and the figures' `error`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class FillStats:
     reason: str | None = None
     confidence: float | None = None  # the fill's (engine.seam.fill_confidence); None: unknown or no fill
     min_confidence: float = 0.0  # the gate it was held to
+    error: str | None = None  # the backend's message when reason is "error"
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -94,7 +96,8 @@ class FillStats:
             "canvasMs": self.prompt_ms, "totalMs": self.total_ms, "serverMs": self.server_ms, "reason": self.reason,
             "confidence": None if self.confidence is None else round(self.confidence, 4),
             "minConfidence": self.min_confidence}
-        optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared}
+        optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared,
+                    "error": self.error}
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
 
@@ -111,6 +114,11 @@ class FillOutcome:
     @property
     def confidence(self) -> float | None:
         return self.stats.confidence
+
+    @property
+    def error(self) -> str | None:
+        """Why the backend failed the fill (reason "error"), for the user."""
+        return self.stats.error
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,9 @@ async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy
         busy.cancel()
         worker.release(ticket)
     _job_stats(stats, ticket, res)
+    if res is not None and res.error is not None:  # a failure, never shown as a cancel
+        stats.error = res.error
+        return "", None, "error"
     if res is None or res.cancelled:
         return "", None, "cancelled"
     if draft_range is not None:

@@ -160,12 +160,13 @@ class DgServer(LanguageServer):
 
     def report(self, stats: FillStats, trace: Trace, after_answer: bool) -> None:
         """Send a fill's dg/status: for a keystroke's request once its answer is written (`after_response`), with
-        the server's own time from the arrival to that write; else (and for a cancelled one) now."""
+        the server's own time from the arrival to that write; else (and for a cancelled or failed one) now. A
+        failed fill's status says why in its message."""
         self.last_latency_ms = round(stats.total_ms, 1)
-        if after_answer and stats.reason != "cancelled":
+        if after_answer and stats.reason not in ("cancelled", "error"):
             self.status_after_answer(stats.wire(), trace, stats.engine_ms)
         else:
-            self.send_status(request=stats.wire())
+            self.send_status(message=f"the fill failed: {stats.error}" if stats.error else "", request=stats.wire())
 
     def status_after_answer(self, body: dict[str, Any], trace: Trace, engine_ms: float = 0.0) -> None:
         self._after_answer[body["id"]] = (body, trace, engine_ms)
@@ -280,7 +281,7 @@ class DgServer(LanguageServer):
         deadline = time.perf_counter() + COMMAND_PARSE_S
         while not snap.tree_fresh and time.perf_counter() < deadline:
             doc = self.store.get(snap.uri)
-            if doc is None or doc.identity != snap.identity:
+            if doc is None or (doc.opened, doc.version) != snap.identity:
                 return snap
             if doc.parse(5 * PARSE_SLICE_S):
                 return doc.snapshot(0.0)

@@ -91,6 +91,7 @@ class InfillResult:
     tokens_accepted_per_step: float = 0.0
     confidence: float | None = None  # engine.seam.FillResult.confidence (None: cancelled)
     token_probs: list[float] = field(default_factory=list)  # per kept token (+ the eos that ended the fill)
+    error: str | None = None  # engine.seam.FillResult: the embedded engine raises instead of failing a fill
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,26 @@ class SampleSettings:
     stability_threshold: int
     confidence_threshold: float
     one_per_step: bool = False  # left-to-right baseline: accept only the lowest-entropy position each step
+
+
+def load_tokenizer(path: Path, side: Path) -> tuple[Tokenizer | None, tuple[str, str] | None, str]:
+    """(tokenizer, chat template passed to the prompt formats, where the tokenizer came from). An HF tokenizer.json
+    beside the checkpoint wins; a GGUF without one brings its own (tokenizer.ggml.*), and its
+    `tokenizer.chat_template` is used where no template file is beside it."""
+    from engine.formats import gguf
+
+    tok_file = side / "tokenizer.json"
+    beside = tok_file.is_file()
+    tokenizer = Tokenizer.from_file(str(tok_file)) if beside else None
+    source = f"{tok_file} (beside the checkpoint)" if beside else "none: no tokenizer.json beside the checkpoint"
+    if not gguf.is_gguf(path):
+        return tokenizer, None, source
+    rebuilt, text, why = gguf.file_prompt(path, tokenizer=not beside)
+    if rebuilt is not None:
+        tokenizer, source = rebuilt, gguf.TOKENIZER_SOURCE
+    elif not beside:
+        source = f"none: {why}"
+    return tokenizer, (text, gguf.TEMPLATE_SOURCE) if text else None, source
 
 
 class Engine:
@@ -130,6 +151,7 @@ class Engine:
         self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
         self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
+        self.tokenizer_source = "given" if tokenizer is not None else "none"  # said by --check; from_pretrained sets
         model.select_kernels()
         self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
 
@@ -155,15 +177,14 @@ class Engine:
         plan = resolve_weights(weights, path, config.text, dev, dt)
         model = load_model(path, config.text, dev, dt, plan)
         side = path if path.is_dir() else path.parent  # a .gguf file's tokenizer.json and prompt files: beside it
-        tok_file = side / "tokenizer.json"
-        tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
+        tokenizer, template, tok_source = load_tokenizer(path, side)
         # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
         fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
-            side, tokenizer, config, prompt_format)
+            side, tokenizer, config, prompt_format, template)
         engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
                      cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
                      prefix_cache_bytes=prefix_cache_bytes)
-        engine.weights = plan.fmt
+        engine.weights, engine.tokenizer_source = plan.fmt, tok_source
         return engine
 
     def _backend(self) -> str:

@@ -69,7 +69,8 @@ class StepDraft(Protocol):
 
 
 class FillResult(Protocol):
-    """The outcome of one `infill` call."""
+    """The outcome of one `infill` call: a text, a cancel (`cancelled`: the caller's flag stopped it), or a failure
+    (`error`: why the backend could not fill, e.g. a remote server's HTTP error; never reported as a cancel)."""
 
     text: str
     steps: int
@@ -77,6 +78,7 @@ class FillResult(Protocol):
     reused_prefix_tokens: int
     timings: dict[str, float]  # at least "total_ms"
     confidence: float | None  # `fill_confidence` of the fill's tokens; None: unknown (a server without logprobs)
+    error: str | None  # None unless the fill failed; then `text` is "" and `cancelled` False
 
 
 def fill_confidence(token_probs: Sequence[float]) -> float | None:

@@ -167,6 +167,9 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
         if token is not None:
             ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
     ls.report(out.stats, seen.trace, after_answer=False)
+    if out.error is not None:  # the backend failed (a remote server's error): say so, edit nothing
+        ls.warn(f"dg-lsp: the fill failed: {out.error}")
+        return done(False, f"error: {out.error}")
     if out.reason == LOW_CONFIDENCE and out.confidence is not None:
         return withheld(ls, snap, start, end, rewrite, out.confidence, done(False, LOW_CONFIDENCE))
     if out.fill is None:

@@ -67,6 +67,8 @@ LAYER_TENSORS = {
 }
 IGNORED = {"rope_freqs.weight"}  # ggml's encoding of the partial rope, read into the config instead
 SOURCE = "gguf metadata"
+TOKENIZER_SOURCE = "tokenizer.ggml.* metadata of the GGUF (rebuilt)"
+TEMPLATE_SOURCE = "tokenizer.chat_template of the GGUF"
 
 
 class GGUFError(ValueError):
@@ -106,11 +108,22 @@ def gguf_files(path: str | Path) -> list[Path]:
 
 def file_tokenizer(path: str | Path):
     """The tokenizer rebuilt from the file's tokenizer.ggml.* metadata (engine.formats.gguf_tokenizer), or None when
-    the file has none of the kind rebuilt (gemma4)."""
-    from engine.formats.gguf_tokenizer import has_tokenizer, tokenizer_from_fields
+    the file has none of a kind rebuilt."""
+    return file_prompt(path)[0]
+
+
+def file_prompt(path: str | Path, tokenizer: bool = True) -> tuple[Any, str | None, str]:
+    """(tokenizer rebuilt from the metadata or None, `tokenizer.chat_template` or None, why there is no tokenizer
+    ("" when there is one or none was asked for)) of a GGUF; one read of the header."""
+    from engine.formats.gguf_tokenizer import tokenizer_from_fields, unsupported
 
     info = open_gguf(path)
-    return tokenizer_from_fields(info.fields, str(info.files[0])) if has_tokenizer(info.fields) else None
+    template = info.fields.get("tokenizer.chat_template") or None
+    if not tokenizer:
+        return None, template, ""
+    why = unsupported(info.fields)
+    tok = tokenizer_from_fields(info.fields, str(info.files[0])) if why is None else None
+    return tok, template, why or ""
 
 
 def tokenizer_dir(path: str | Path) -> Path:

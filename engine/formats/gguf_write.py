@@ -206,6 +206,35 @@ def _order(name: str) -> tuple:
 
 def sidecar(src: Path, dst_dir: Path) -> None:
     """Copy the HF tokenizer and prompt files beside a GGUF (what a user puts there for exact tokenization)."""
+    from engine.tokens import INFILL_FILE
+
     for f in src.iterdir():
-        if f.name.startswith("tokenizer") or f.name in ("infill_format.json", "chat_template.jinja"):
+        if f.name.startswith("tokenizer") or f.name in (INFILL_FILE, "chat_template.jinja"):
             (dst_dir / f.name).write_bytes(f.read_bytes())
+
+
+def write_shipped(dst_dir: Path, *, beside: bool = False, rule: Callable | str = "Q8_0") -> Path:
+    """The shipped model (engine/default_model) as `dst_dir/dg-default-<rule>.gguf`, Q8_0 with F32 norms by default,
+    its byte-level tokenizer in the metadata; `beside`: its tokenizer.json and infill.json copied beside the file
+    too (the HF files then win). For the editors' and server tests; returns the file."""
+    from engine.config import load_config
+    from engine.engine import default_model_path
+    from engine.formats.gguf import SAMPLER_KEYS
+
+    dst_dir = Path(dst_dir)
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    src = default_model_path()
+    cfg = load_config(src)
+    # the sampler of its generation_config.json, as llama.cpp's converter writes it
+    sampler = {key.removeprefix("diffusion."): getattr(cfg.sampler, name) for key, name in SAMPLER_KEYS.items()}
+    out = write_gguf(src, dst_dir / f"dg-default-{rule if isinstance(rule, str) else 'mix'}.gguf", rule,
+                     canvas_length=cfg.canvas_length, sampler=sampler)
+    if beside:
+        sidecar(src, dst_dir)
+    return out
+
+
+if __name__ == "__main__":  # python -m engine.formats.gguf_write DIR [--beside]: the shipped model as a GGUF
+    import sys
+
+    print(write_shipped(Path(sys.argv[1]), beside="--beside" in sys.argv[2:]))

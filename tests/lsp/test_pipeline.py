@@ -25,6 +25,7 @@ class Result:
     reused_prefix_tokens: int = 0
     timings: dict = field(default_factory=lambda: {"total_ms": 2.0})
     confidence: float | None = None
+    error: str | None = None
 
 
 @dataclass

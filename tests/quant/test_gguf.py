@@ -213,11 +213,22 @@ def test_check_names_the_format_and_fills_with_the_tokenizer_beside_the_file(tin
     ck = out["checkpoint"]
     assert ck["format"] == "gguf" and ck["files"] == [str(path)]
     assert ck["tensor_types"]["Q4_K"]["tensors"] == 20 and ck["tensor_types"]["Q6_K"]["bytes"] > 0
-    assert ck["tokenizer"].startswith("tokenizer.json beside") and out["weights"] == "gguf"
+    assert ck["tokenizer"].endswith("tokenizer.json (beside the checkpoint)") and out["weights"] == "gguf"
     assert "diffusion.eb_max_steps" in ck["defaulted_keys"] and out["memory"]["bytes"]["gguf"] > 0
     assert isinstance(out["fill"], str) and out["steps"] >= 1
     bare = run_check(str(W.write_gguf(src, root / "bare.gguf")), device="cpu", dtype="float32")
-    assert not bare["ok"] and "put the model's HF tokenizer.json" in bare["checkpoint"]["tokenizer"]
+    assert bare["ok"] and bare["checkpoint"]["tokenizer"] == G.TOKENIZER_SOURCE  # byte-level, rebuilt (gpt2)
+
+
+def test_check_names_a_tokenizer_kind_not_rebuilt(tiny, monkeypatch):
+    from engine.check import run_check
+
+    src, root = tiny
+    path = _rewrite(src, root / "llama_bpe.gguf", monkeypatch, keys={"tokenizer.ggml.pre": "llama-bpe"})
+    out = run_check(str(path), device="cpu", dtype="float32")
+    assert not out["ok"] and "no tokenizer.json" in out["error"]
+    assert "'gpt2' (pre 'llama-bpe') is not rebuilt" in out["checkpoint"]["tokenizer"]
+    assert "put the model's HF tokenizer.json" in out["checkpoint"]["tokenizer"]
 
 
 CORPUS = [
@@ -251,5 +262,8 @@ def test_tokenizer_rebuilt_from_gguf_metadata_matches_the_hf_tokenizer(tiny):
         want = hf.encode(text, add_special_tokens=False).ids
         assert rebuilt.encode(text, add_special_tokens=False).ids == want, text
         assert rebuilt.decode(want, skip_special_tokens=False) == hf.decode(want, skip_special_tokens=False)
-    # a byte-level BPE (the tiny test tokenizer) is written as llama.cpp's "gpt2" and not rebuilt: no tokenizer
-    assert G.file_tokenizer(W.write_gguf(src, root / "bytelevel.gguf")) is None
+    # a byte-level BPE (the tiny test tokenizer) is written as llama.cpp's "gpt2" and rebuilt as ByteLevel BPE
+    bytelevel, hf = G.file_tokenizer(W.write_gguf(src, root / "bytelevel.gguf")), Tokenizer.from_file(
+        str(src / "tokenizer.json"))
+    for text in CORPUS:
+        assert bytelevel.encode(text).ids == hf.encode(text).ids, text
