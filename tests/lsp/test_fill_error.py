@@ -60,7 +60,7 @@ async def fill(backend, caches: FillCaches, worker: Worker, kind: str = "keystro
     hole = hole_at_cursor(snap, TEXT.index("return ") + len("return "))
     policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=False, encoding="utf-16")
     return await run_fill(snap, hole, policy, backend, caches, worker=worker, request_id="r1", trace=Trace(0.0),
-                          version_of=lambda uri: 1, events=FillEvents(draft=lambda body: None, busy=lambda: None))
+                          identity_of=lambda uri: (0, 1), events=FillEvents(draft=lambda body: None, busy=lambda: None))
 
 
 @pytest.fixture
