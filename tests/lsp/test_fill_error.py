@@ -27,6 +27,7 @@ class Result:
     reused_prefix_tokens: int = 0
     timings: dict = field(default_factory=lambda: {"total_ms": 1.0})
     error: str | None = None
+    confidence: float | None = None
 
 
 class Failing:
