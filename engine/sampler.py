@@ -137,6 +137,43 @@ def initial_canvas(batch: int, length: int, vocab: int, generator: torch.Generat
     return torch.randint(0, vocab, (batch, length), generator=generator, device=device)
 
 
+def seed_canvases(init_ids: list[int] | None, noise: float, length: int, vocab: int, eos_id: int,
+                  pad_id: int) -> list[tuple[int, ...]]:
+    """A seed (the ids a fill should start from) -> the starting ids of canvases 0, 1, ..., `length` each: the seed
+    ends as the model's own answers end (one eos, then pad), and is cut into canvases of `length` ids (the last
+    padded with pad). transformers' `generate(decoder_input_ids=...)` takes exactly one (1, C) canvas and neither
+    pads nor truncates (another width fails in its mask); a seed shorter than the canvas here equals passing
+    `seed + [eos] + [pad] * (C - len(seed) - 1)` there. Canvases past the last one start from noise, and so do
+    all when there is no seed or `noise` is 1 (returns [])."""
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"start_noise must be in [0, 1], got {noise}")
+    if init_ids is None or noise >= 1.0:
+        return []
+    if any(not 0 <= t < vocab for t in init_ids):
+        raise ValueError(f"init_ids must be in [0, {vocab})")
+    ids = list(init_ids) + [eos_id]
+    return [tuple(ids[i:i + length] + [pad_id] * max(0, i + length - len(ids))) for i in range(0, len(ids), length)]
+
+
+def reference_seeded_canvas(seed: tuple[int, ...] | None, noise: float, length: int, vocab: int,
+                            generator: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The first canvas of a denoising loop in reference-compatible mode, (1, C). Unseeded (or `noise` >= 1): the
+    random canvas `generate` draws (`initial_canvas`). Seeded with `noise` <= 0: `generate` still draws its random
+    canvas (its default argument is evaluated when `decoder_input_ids` is given), then starts from the seed: the
+    same draws, so token-identical to `generate(decoder_input_ids=seed)`. In between, one more draw comes first:
+    u = torch.rand((1, C)) from the same generator, then the random canvas; each position where u < noise takes
+    the random canvas's id. That equals `generate(decoder_input_ids=where(u < noise, random, seed))` run from the
+    generator's state after u was drawn (the random canvas is the one `generate` itself draws next)."""
+    u = None
+    if seed is not None and 0 < noise < 1:
+        u = torch.rand((1, length), generator=generator, device=device)
+    canvas = initial_canvas(1, length, vocab, generator, device)
+    if seed is None or noise >= 1:
+        return canvas
+    seed_t = torch.tensor([seed], dtype=torch.long, device=device)
+    return seed_t if u is None else torch.where(u < noise, canvas, seed_t)
+
+
 def reference_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Shannon entropy of softmax(logits) over the last dim, with torch.distributions.Categorical's arithmetic."""
     norm = logits - logits.logsumexp(dim=-1, keepdim=True)
