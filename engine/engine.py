@@ -26,7 +26,7 @@ from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
 from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import CancelToken, PromptFormat, fill_confidence
+from engine.seam import CancelToken, PromptFormat, fill_confidence, seed_canvases
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -298,7 +298,7 @@ class Engine:
                start_noise: float = 1.0) -> Iterator[Draft]:
         """Yield a Draft after every denoising step; the last Draft has done=True and carries the result. The
         engine lock is taken for the encoder and for each step, and released before every yield. `init_ids` seeds
-        the canvases (`S.seed_canvases`), each position replaced by a uniform random id with probability
+        the canvases (`seed_canvases`), each position replaced by a uniform random id with probability
         `start_noise` (the training corruption; 1: from noise, 0: the seed as is); a position the first step does
         not accept is renoised, so the seed survives where the model confidently agrees."""
         if not context_ids:
@@ -312,7 +312,7 @@ class Engine:
             raise ValueError(f"canvas_length must be > 0, got {length}")
         st = self.settings(steps, entropy_bound, one_per_step)
         eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
-        seeds = S.seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], pad)
+        seeds = seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], pad)
         t0 = time.perf_counter()
         gen = torch.Generator(device=self.device).manual_seed(seed) if reference_compatible else None
         with self._lock:

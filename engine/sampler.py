@@ -137,24 +137,6 @@ def initial_canvas(batch: int, length: int, vocab: int, generator: torch.Generat
     return torch.randint(0, vocab, (batch, length), generator=generator, device=device)
 
 
-def seed_canvases(init_ids: list[int] | None, noise: float, length: int, vocab: int, eos_id: int,
-                  pad_id: int) -> list[tuple[int, ...]]:
-    """A seed (the ids a fill should start from) -> the starting ids of canvases 0, 1, ..., `length` each: the seed
-    ends as the model's own answers end (one eos, then pad), and is cut into canvases of `length` ids (the last
-    padded with pad). transformers' `generate(decoder_input_ids=...)` takes exactly one (1, C) canvas and neither
-    pads nor truncates (another width fails in its mask); a seed shorter than the canvas here equals passing
-    `seed + [eos] + [pad] * (C - len(seed) - 1)` there. Canvases past the last one start from noise, and so do
-    all when there is no seed or `noise` is 1 (returns [])."""
-    if not 0.0 <= noise <= 1.0:
-        raise ValueError(f"start_noise must be in [0, 1], got {noise}")
-    if init_ids is None or noise >= 1.0:
-        return []
-    if any(not 0 <= t < vocab for t in init_ids):
-        raise ValueError(f"init_ids must be in [0, {vocab})")
-    ids = list(init_ids) + [eos_id]
-    return [tuple(ids[i:i + length] + [pad_id] * max(0, i + length - len(ids))) for i in range(0, len(ids), length)]
-
-
 def reference_seeded_canvas(seed: tuple[int, ...] | None, noise: float, length: int, vocab: int,
                             generator: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
     """The first canvas of a denoising loop in reference-compatible mode, (1, C). Unseeded (or `noise` >= 1): the

@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 
-from engine import sampler as S
 from engine.denoise import DenoiseState
 from engine.engine import Engine
 from engine.profiling import count_ops
+from engine.seam import seed_canvases
 from engine.testing import TINY_VARIANTS
 
 VARIANTS = list(TINY_VARIANTS)
@@ -38,15 +38,15 @@ def _ref(eng, ref, ctx, canvas, max_new_tokens, steps, state=None, seed=0):
 
 
 def test_a_seed_ends_like_an_answer_and_is_cut_into_canvases():
-    assert S.seed_canvases([5, 6], 0.0, 4, 100, eos_id=1, pad_id=0) == [(5, 6, 1, 0)]
-    assert S.seed_canvases([5, 6, 7, 8], 0.5, 4, 100, eos_id=1, pad_id=0) == [(5, 6, 7, 8), (1, 0, 0, 0)]
-    assert S.seed_canvases([5] * 6, 0.0, 4, 100, eos_id=1, pad_id=0) == [(5, 5, 5, 5), (5, 5, 1, 0)]
-    assert S.seed_canvases([5, 6], 1.0, 4, 100, eos_id=1, pad_id=0) == []  # full noise: the seed is unused
-    assert S.seed_canvases(None, 0.0, 4, 100, eos_id=1, pad_id=0) == []
+    assert seed_canvases([5, 6], 0.0, 4, 100, eos_id=1, pad_id=0) == [(5, 6, 1, 0)]
+    assert seed_canvases([5, 6, 7, 8], 0.5, 4, 100, eos_id=1, pad_id=0) == [(5, 6, 7, 8), (1, 0, 0, 0)]
+    assert seed_canvases([5] * 6, 0.0, 4, 100, eos_id=1, pad_id=0) == [(5, 5, 5, 5), (5, 5, 1, 0)]
+    assert seed_canvases([5, 6], 1.0, 4, 100, eos_id=1, pad_id=0) == []  # full noise: the seed is unused
+    assert seed_canvases(None, 0.0, 4, 100, eos_id=1, pad_id=0) == []
     with pytest.raises(ValueError, match="start_noise"):
-        S.seed_canvases([5], 1.5, 4, 100, eos_id=1, pad_id=0)
+        seed_canvases([5], 1.5, 4, 100, eos_id=1, pad_id=0)
     with pytest.raises(ValueError, match="init_ids"):
-        S.seed_canvases([100], 0.0, 4, 100, eos_id=1, pad_id=0)
+        seed_canvases([100], 0.0, 4, 100, eos_id=1, pad_id=0)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -58,7 +58,7 @@ def test_reference_mode_at_noise_zero_is_token_identical_to_generate_with_decode
     for seed, n_ctx, n_seed in [(0, 9, 10), (1, 23, 15), (2, 41, 3)]:
         ctx = torch.randint(3, eng.vocab_size, (n_ctx,), generator=g).tolist()
         init = torch.randint(3, eng.vocab_size, (n_seed,), generator=g).tolist()
-        canvas = torch.tensor([S.seed_canvases(init, 0.0, 16, eng.vocab_size, eng.config.eos_token_ids[0],
+        canvas = torch.tensor([seed_canvases(init, 0.0, 16, eng.vocab_size, eng.config.eos_token_ids[0],
                                                eng.config.text.pad_token_id)[0]])
         for max_new in (16, 32):  # one canvas, and a second one that starts from noise on both sides
             want = _ref(eng, ref, ctx, canvas, max_new, steps=6, seed=seed)
@@ -77,7 +77,7 @@ def test_reference_mode_between_the_ends_draws_its_mask_first(tiny_mixed, noise)
     eng, ref = _pair(tiny_mixed)
     v, c = eng.vocab_size, 16
     ctx, init = list(range(3, 20)), list(range(40, 52))
-    seed_canvas = torch.tensor([S.seed_canvases(init, noise, c, v, eng.config.eos_token_ids[0],
+    seed_canvas = torch.tensor([seed_canvases(init, noise, c, v, eng.config.eos_token_ids[0],
                                                 eng.config.text.pad_token_id)[0]])
     torch.manual_seed(3)
     u = torch.rand((1, c))
