@@ -26,6 +26,8 @@ export const SERVER_SETTING_KEYS = [
   "model",
   "autoStart",
   "minConfidence",
+  "rewriteFromSelection",
+  "rewriteNoise",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
