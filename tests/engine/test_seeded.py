@@ -149,3 +149,13 @@ def test_a_seeded_fill_syncs_at_most_once_per_step(tiny_mixed):
                          init_ids=list(range(40, 60)), start_noise=0.5, on_step=lambda d: None)
     assert res.steps >= 2
     assert c.sync_count <= res.steps, dict(c.syncs)
+
+
+def test_check_reports_how_much_of_its_own_answer_a_checkpoint_keeps(tiny_mixed):
+    from engine.check import run_check
+
+    report = run_check(str(tiny_mixed), device="cpu")
+    assert report["ok"] is True, report
+    seeded = report["seeded"]
+    kept, total = map(int, seeded["kept"].split("/"))
+    assert seeded["start_noise"] == 0.0 and 0 <= kept <= total and seeded["identical"] is (kept == total)
