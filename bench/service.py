@@ -83,9 +83,9 @@ async def start_lsp(init: dict) -> Client:
     await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities(),
                                                      initialization_options=init))
     client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s.state in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1].state != "ready":
-        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].message}")
+    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1]["state"] != "ready":
+        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].get('message')}")
     return client
 
 
@@ -220,7 +220,7 @@ async def run(model: Path, label: str, file: Path, clients: int, quick: bool, tm
     gone: dict[int, float] = {}
     while len(gone) < len(editors) and time.perf_counter() - t_kill < 10:
         for i, (c, m) in enumerate(zip(editors, marks, strict=True)):
-            if i not in gone and any(s.state == "error" for s in c.statuses[m:]):
+            if i not in gone and any(s["state"] == "error" for s in c.statuses[m:]):
                 gone[i] = time.perf_counter()
         await asyncio.sleep(0.002)
     if len(gone) < len(editors):
