@@ -23,7 +23,6 @@ from bench.rawlsp import RawServer, message
 from bench.tally import Tally, start
 
 ANSWER_S = 120.0  # a fill on the shipped model on a loaded 2-core machine; a crashed server ends the wait at once
-SETTLE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -175,13 +174,13 @@ def big_doc(i: int, size: int) -> str:
     return "".join(parts)
 
 
-def run_open_close(tally: Tally, rounds: int, docs: int, size: int) -> float:
+def run_open_close(tally: Tally, rounds: int, docs: int, size: int, settle_s: float) -> float:
     """Rounds of `docs` documents of `size` bytes, opened (with a short pause, as a branch switch opens them), then
     closed. Returns the largest VmRSS above the baseline after a round (MB)."""
     server = start()
     server.open("file:///baseline.py", "x = 1\n")
     server.wait_ready()
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     base = server.rss_mb()
     growth = []
     for r in range(rounds):
@@ -194,7 +193,7 @@ def run_open_close(tally: Tally, rounds: int, docs: int, size: int) -> float:
         for uri in uris:
             server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
         server.state("file:///baseline.py", ANSWER_S)
-        time.sleep(SETTLE_S)
+        time.sleep(settle_s)
         if not server.alive():
             break
         growth.append(server.rss_mb() - base)

@@ -283,13 +283,13 @@ def table(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clients", type=int, default=None, help="editors typing at once (default 4; --quick: 2)")
+    ap.add_argument("--clients", type=int, default=None, help="editors typing at once (default 4; --quick: 1)")
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--file", type=Path, default=None)
-    ap.add_argument("--quick", action="store_true", help="a few keystrokes, 2 editors, 1 s of throughput per client "
+    ap.add_argument("--quick", action="store_true", help="a few keystrokes, 1 editor, 1 s of throughput per client "
                     "count (1 and 2): a code-path check for the smoke tests, not a measurement")
     args = ap.parse_args(argv)
-    clients = args.clients or (2 if args.quick else 4)
+    clients = args.clients or (1 if args.quick else 4)
     with tempfile.TemporaryDirectory(prefix="dgb-") as tmp:
         os.chmod(tmp, 0o700)
         model, label = pick_model(Path(tmp), args.model)

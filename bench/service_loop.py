@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.rawlsp import ROOT
 from bench.tally import Tally
 
 POLL_S = 0.02
@@ -41,9 +42,7 @@ def run_service_loop(tally: Tally, prompts: int, chars: int) -> float:
     with tempfile.TemporaryDirectory(prefix="dgr-") as tmp:
         os.chmod(tmp, 0o700)
         sock = Path(tmp) / "engine.sock"
-        from engine.engine import default_model_path
-
-        service = start_service(sock, default_model_path())
+        service = start_service(sock, ROOT / "engine" / "default_model")
         waits: list[float] = []
         failed = 0
         stop = threading.Event()
