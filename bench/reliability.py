@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> dict:
     mark = tally.phase_end("open/close", mark)
     laps.append(time.monotonic())
     health_ms = run_service_loop(tally, *prompts)
+    tally.phase_end("service", mark)
     laps.append(time.monotonic())
     tally.row("all", "wall time (s): malformed / fuzz / wrong place + reopen / long token / big / open-close / "
               "service", " / ".join(f"{b - a:.0f}" for a, b in itertools.pairwise(laps)))
