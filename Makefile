@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-py test-vscode bench lint train
+.PHONY: setup demo test test-py test-vscode bench lint train vllm-contract
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -52,3 +52,25 @@ train: setup
 	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/python -m engine.train.train --run-dir runs/main --tokenizer-dir runs/tok4k \
 		--shape small --noise-draws 1 --total-steps 10500 --minutes 170 --threads 1
 	$(BIN)/python -m engine.train.export --run-dir runs/main
+
+# The openai backend against vLLM's own request/response models (tests/service/test_vllm_contract.py). vLLM 0.33.0
+# without its dependencies, in a cached venv of its own (outside the checkout, so CI's fresh clones reuse it) with
+# the few small modules its protocol imports; torch, transformers and pydantic come from this project's .venv, added
+# behind the venv's own packages by a .pth hook reading DG_PROJECT_SITE. First run: a 336 MB download, about 1 GB
+# on disk, about a minute; then the tests take about a minute (importing vLLM's protocol modules alone ~35 s).
+VLLM_VENV ?= $(HOME)/.cache/dg-lsp/vllm-0.33.0
+VLLM_PKGS := vllm==0.33.0 aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 cachetools==8.0.2 cbor2==6.3.0 \
+	cloudpickle==3.1.3 fastapi==0.136.3 frozenlist==1.8.0 msgspec==0.23.0 multidict==7.2.1 openai==3.57.0 \
+	opentelemetry-api==1.45.2 oss-harmony==0.0.11 prometheus_client==0.26.0 propcache==0.5.4 py-cpuinfo==9.0.0 \
+	pybase64==1.5.1 pyzmq==27.3.0 sniffio==1.3.1 uvloop==0.23.0 yarl==1.25.1
+
+$(VLLM_VENV)/.installed:
+	$(BIN)/python -m venv $(VLLM_VENV)
+	echo 'import os, site; p = os.environ.get("DG_PROJECT_SITE"); p and site.addsitedir(p)' \
+		> "$$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dg-project.pth"
+	$(VLLM_VENV)/bin/pip install -q --no-deps $(VLLM_PKGS)
+	touch $@
+
+vllm-contract: setup $(VLLM_VENV)/.installed
+	DG_PROJECT_SITE="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+		PYTHONPATH=$(CURDIR) $(VLLM_VENV)/bin/python -m pytest tests/service/test_vllm_contract.py -p no:randomly

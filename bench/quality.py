@@ -103,6 +103,50 @@ def run_humaneval(filler: Filler, tok, fmt: InfillFormat, data_cfg: DataConfig, 
     return {k: (v / res["n"] if k != "n" else v) for k, v in res.items()} if res["n"] else res
 
 
+def gate_report(rows: list[dict], threshold: float, plot: Path | None) -> dict:
+    """The confidence gate over the fills at the server's canvas length: the table per threshold (printed), and
+    the figures at `threshold` for the last-line JSON."""
+    from engine.calibrate import gate_table
+
+    fills = [{"confidence": r["server"]["confidence"], "exact": r["server"]["exact"], "es": r["server"]["es"]}
+             for r in rows]
+    table = gate_table(fills)
+    print("\nconfidence gate (server canvas length): minConfidence, share shown, EM and ES among the shown")
+    for row in table:
+        em, es = row["exact_match"], row["edit_similarity"]
+        print(f"  {row['threshold']:.2f}  {row['shown']:.3f}  {'-' if em is None else f'{em:.3f}'}  "
+              f"{'-' if es is None else f'{es:.3f}'}")
+    (at,) = gate_table(fills, [threshold])
+    if plot is not None:
+        plot_gate(table, threshold, plot)
+    return {"threshold": threshold, "shown": at["shown"], "exact_match": at["exact_match"],
+            "edit_similarity": at["edit_similarity"]}
+
+
+def plot_gate(table: list[dict], threshold: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [r for r in table if r["shown"]]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.plot([r["shown"] for r in pts], [r["exact_match"] for r in pts], "o-", label="exact match among shown")
+    ax.plot([r["shown"] for r in pts], [r["edit_similarity"] for r in pts], "s-", label="edit similarity among shown")
+    at = next((r for r in pts if r["threshold"] >= threshold), None)
+    if at is not None:
+        ax.axvline(at["shown"], color="grey", ls="--", label=f"minConfidence {threshold:.2f}")
+    ax.set_xlabel("share of fills shown")
+    ax.set_xlim(1.02, 0)
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("confidence gate: fewer fills, better fills", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=ROOT / "engine" / "default_model")
@@ -115,6 +159,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--weights", default="bf16", choices=["bf16", "int8", "int4", "fp8"],
                     help="weight format (bf16: unquantized, fp32 on the CPU)")
     ap.add_argument("--rows", type=Path, help="write per-hole rows (JSON lines) here")
+    ap.add_argument("--min-confidence", type=float, help="the gate to report (default: the checkpoint's calibrated "
+                    "min_confidence in infill.json, else 0)")
+    ap.add_argument("--plot", type=Path, help="write the gate's curve (share shown vs EM / ES among shown) here")
     ap.add_argument("--quick", action="store_true", help="2 holes, 1 HumanEval item, 4 steps (a code-path check, "
                     "not a measurement)")
     args = ap.parse_args(argv)
@@ -164,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  empty fill (measured here):     {100 * he['empty']:.1f}")
         for name, v in PUBLISHED_SINGLE_LINE:
             print(f"  {name:<32}{v:.1f}  (published)")
+    gate = gate_report(rows, args.min_confidence if args.min_confidence is not None
+                       else float(infill.get("min_confidence") or 0.0), args.plot)
     o = s["overall"]
     result = {
         "holes": o["n"],
@@ -185,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         "backend": filler.backend,
         "weights": args.weights,
         "seconds": round(time.time() - t0, 1),
+        "gate": gate,
     }
     print(json.dumps(result))
 

@@ -6,8 +6,8 @@ documents opened and closed, big prompts to the service. Prints a table, then on
 "max_block_ms", "rss_growth_mb", "rss_after_close_mb", "service_health_max_ms", "fuzz_edits", "divergences"}.
 
 - unanswered: requests with an id that got no answer (or more than one) within their timeout, in every phase.
-- crashes: server processes that ended without being asked to (or not with code 0 after shutdown + exit), the
-  engine service included; native_crashes: those of them ended by a signal (SIGSEGV, SIGABRT, ...).
+- crashes: server processes that ended without being asked to (or not with code 0 after shutdown + exit);
+  native_crashes: those of them ended by a signal (SIGSEGV, SIGABRT, ...).
 - wrong_place_edits: `workspace/applyEdit`s whose range is not where the hole is in the version they name, and
   inline answers whose range is not at the cursor in the document the client then holds (issue 11, item 1).
 - wrong_document_edits: fills that reached the client after their document was closed and reopened (or opened
@@ -20,11 +20,11 @@ documents opened and closed, big prompts to the service. Prints a table, then on
 - rss_after_close_mb: server RSS after a round of 200 documents of 200 KB was opened and closed, minus before the
   first round (after settling; the largest of 3 rounds).
 - service_health_max_ms: the longest `GET /health` on the engine service while it took 1,000,000-character
-  prompts (bench/service_loop.py).
+  prompts, one round of bench/service_loop.py (as text, text + suffix, a chat message, token ids).
 - divergences: dg/documentState checks where the server's text differed from the client's own copy.
 
 Fixed seed; `--quick` runs fewer and smaller cases (for a smoke test: one encoding fuzzed, one 1 MB document, one
-long token, one race of each kind, 10 documents of 20 KB, one 100,000-character prompt). Run:
+long token, one race of each kind, 10 documents of 20 KB, prompts of 100,000 characters). Run:
 python -m bench.reliability
 """
 
@@ -42,7 +42,7 @@ from bench.editfuzz import EditFuzzer
 from bench.malformed import DOC_URI, malformed_cases
 from bench.rawlsp import RawServer, message, sha256
 from bench.reliability_docs import LANGS, SHAPES, run_long_tokens, run_open_close, run_reopen_races
-from bench.service_loop import run_service_loop
+from bench.service_loop import measure
 from bench.tally import Tally, start
 
 SEED = 0
@@ -211,17 +211,29 @@ def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: 
     return longest, growth
 
 
+def run_service_loop(tally: Tally, chars: int) -> float:
+    """The engine service's /health polled while it takes prompts of `chars` characters (bench.service_loop: as
+    text, text + suffix, a chat message, token ids up to the body limit). The longest poll (ms)."""
+    result = measure(None, chars, 1)
+    for row in result["requests"]:
+        tally.row("service", f"{row['request']} ({chars:,} chars): HTTP / s / polls / longest /health (ms)",
+                  f"{row['status']} / {row['seconds']} / {row['polls']} / {row['health_max_ms']}")
+    tally.row("service", "/health polls (failed) / p50 / longest (ms)", f"{result['health_polls']} "
+              f"({result['health_failed']}) / {result['service_health_p50_ms']} / {result['service_health_max_ms']}")
+    return result["service_health_max_ms"]
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases: a smoke test, not the measurement")
     args = ap.parse_args(argv)
     if args.quick:
         malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-8",), big_texts(QUICK_BIG_BYTES)[:1]
-        long_cases, rounds, prompts, settle = [(LANGS[0], "comment")], (1, 10, 20_000), (1, 100_000), 0.5
+        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 100_000, 0.5
     else:
         malformed_n, fuzz_n, trials, encodings, bigs = 1100, 400, 3, ENCODINGS, big_texts(BIG_BYTES)
         long_cases = [(lang, shape) for lang in LANGS for shape in SHAPES]
-        rounds, prompts, settle = (3, 200, 200_000), (3, 1_000_000), SETTLE_S
+        rounds, chars, settle = (3, 200, 200_000), 1_000_000, SETTLE_S
     tally = Tally()
     laps = [time.monotonic()]
     server = start()
@@ -251,7 +263,7 @@ def main(argv: list[str] | None = None) -> dict:
     after_close = run_open_close(tally, *rounds, settle)
     mark = tally.phase_end("open/close", mark)
     laps.append(time.monotonic())
-    health_ms = run_service_loop(tally, *prompts)
+    health_ms = run_service_loop(tally, chars)
     tally.phase_end("service", mark)
     laps.append(time.monotonic())
     tally.row("all", "wall time (s): malformed / fuzz / wrong place + reopen / long token / big / open-close / "

@@ -2,6 +2,7 @@
 with 1, 2 and 4 clients, peak memory of every process, and how fast a vanished service shows.
 
     python -m bench.service [--clients 4] [--model DIR] [--quick]
+    python -m bench.service --backend openai [--model DIR] [--quick]      (bench.vllm_standin)
 
 Phases (one `dg-lsp serve-engine` on a private Unix socket; real `python -m dg_lsp` processes over stdio):
 1. and 2. keystroke -> item with one client: a server with the model in process (embedded) and one with
@@ -288,7 +289,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--file", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="a few keystrokes, 1 editor, 1 s of throughput per client "
                     "count (1 and 2): a code-path check for the smoke tests, not a measurement")
+    ap.add_argument("--backend", choices=["service", "openai"], default="service",
+                    help="openai: the embedded engine beside the openai backend against a vLLM-shaped stand-in "
+                         "(bench.vllm_standin: canvas tokens per fill, keystroke latency)")
     args = ap.parse_args(argv)
+    if args.backend == "openai":
+        from bench import vllm_standin
+
+        return vllm_standin.main([*(["--model", str(args.model)] if args.model else []),
+                                  *(["--file", str(args.file)] if args.file else []),
+                                  *(["--quick"] if args.quick else [])])
     clients = args.clients or (1 if args.quick else 4)
     with tempfile.TemporaryDirectory(prefix="dgb-") as tmp:
         os.chmod(tmp, 0o700)

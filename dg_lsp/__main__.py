@@ -56,6 +56,10 @@ GIL_SWITCH_S = 0.0005
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["calibrate"]:  # the confidence gate's threshold for a checkpoint (engine/calibrate.py)
+        from engine.calibrate import main as calibrate
+
+        return calibrate(argv[1:])
     if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
         from engine.service.cli import main as serve_engine
 

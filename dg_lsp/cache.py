@@ -96,10 +96,10 @@ def _last_split(text: str) -> int:
 
 @dataclass
 class FillCaches:
-    """The caches a fill may answer from: `fills` (engine text by engine inputs, for one loaded backend) and the
-    tokenizer memo of the backend in use."""
+    """The caches a fill may answer from: `fills` ((engine text, confidence) by engine inputs, for one loaded
+    backend) and the tokenizer memo of the backend in use."""
 
-    fills: LRU[str] = field(default_factory=lambda: LRU(256))
+    fills: LRU[tuple[str, float | None]] = field(default_factory=lambda: LRU(256))
     _encoder: tuple[InfillBackend, MemoEncoder] | None = None
 
     def encoder(self, backend: InfillBackend) -> MemoEncoder:

@@ -16,6 +16,11 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")  # engine.quant.plan (not imported: no torch for --version)
 PROMPT_FORMATS = ("auto", "fim", "chat")  # engine.prompts.PROMPT_FORMATS (not imported: no torch for --version)
 BACKENDS = ("embedded", "service", "openai")
+# The gate of a checkpoint `dg-lsp calibrate` has not measured (no "min_confidence" in its infill.json): none. A
+# threshold is a property of a checkpoint (how its token probabilities relate to right answers); guessed for an
+# unmeasured one, it would hide good fills or show junk without anyone knowing which.
+UNCALIBRATED_MIN_CONFIDENCE = 0.0
+OPENAI_DIFFUSION = ("auto", "on", "off")  # openai backend: send vLLM's per-request diffusion arguments?
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,11 @@ class Settings:
     api_key_env: str | None = None
     model: str | None = None
     auto_start: bool = True
+    # The confidence gate (docs/PROTOCOL.md): fills below it are not shown and commands below it do not edit.
+    # None: the checkpoint's calibrated value (infill.json), else UNCALIBRATED_MIN_CONFIDENCE.
+    min_confidence: float | None = None
+    # openai: per-request canvas and steps in `vllm_xargs` (auto: when /v1/models says the server is vLLM)
+    openai_diffusion: str = "auto"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -51,7 +61,7 @@ class Settings:
     def engine_key(self) -> tuple:
         """The settings that need a model reload when they change."""
         return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
-                self.api_key_env, self.model, self.auto_start)
+                self.api_key_env, self.model, self.auto_start, self.openai_diffusion)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -87,6 +97,11 @@ def _path(v: Any) -> str | None:
 def _bound(v: Any) -> str | None:
     ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"))
     return None if ok else f"expected a number > 0 or null, got {v!r}"
+
+
+def _unit(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0)
+    return None if ok else f"expected a number in 0..1 or null, got {v!r}"
 
 
 def _endpoint(v: Any) -> str | None:
@@ -127,6 +142,8 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "api_key_env": _env_name,
     "model": _name,
     "auto_start": _bool,
+    "min_confidence": _unit,
+    "openai_diffusion": _choice(OPENAI_DIFFUSION),
 }
 
 # wire key (camelCase) -> field name
@@ -148,6 +165,8 @@ KEYS: dict[str, str] = {
     "apiKeyEnv": "api_key_env",
     "model": "model",
     "autoStart": "auto_start",
+    "minConfidence": "min_confidence",
+    "openaiDiffusion": "openai_diffusion",
 }
 
 _DEFAULTS = Settings()
@@ -182,7 +201,7 @@ def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list
             continue
         if name == "languages" and isinstance(value, list):
             value = tuple(value)
-        if name == "entropy_bound" and _is_int(value):
+        if name in ("entropy_bound", "min_confidence") and _is_int(value):
             value = float(value)
         err = _CHECKS[name](value)
         if err:

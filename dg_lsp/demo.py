@@ -25,6 +25,7 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
+from dg_lsp.backends.checkpoint import default_model_dir
 from dg_lsp.client import open_doc, pick_model, record
 from dg_lsp.documents import line_starts, offset_at
 
@@ -142,20 +143,28 @@ async def run_command(ed: Editor, command: str, argument: dict, what: str) -> di
                                                                              arguments=[argument]))
     ms = (time.perf_counter() - t0) * 1e3
     req = ed.last_request()
+    confidence = req.get("confidence") if req is not None else None
+    gate = f"confidence {confidence:.2f}" if confidence is not None else "confidence unknown"
+    if req is not None:
+        gate += f", gate {req['minConfidence']:.2f}"
     if result["applied"] and len(ed.applied_edits) > before:
         (edit,) = ed.applied_edits[-1].edit.document_changes[0].edits
         n_new = edit.new_text.count("\n")
         start = edit.range.start.line
-        print(style(f"  applied ({what}):", "32"))
+        print(style(f"  applied ({what}; {gate}: shown):", "32"))
         show_region(ed.text, start - 2, start + n_new + 2, (start, start + n_new))
+    elif result["reason"] == "low confidence":
+        print(style(f"  withheld by the confidence gate ({gate}): the file is unchanged", "33"))
     else:
-        print(style(f"  not applied: {result['reason']}", "33"))
+        print(style(f"  not applied: {result['reason']} ({gate})", "33"))
     extra = ""
     if req is not None:
         extra = (f" (engine {req['engineMs']:.0f} ms, {req['steps']} steps, server {req['serverMs']:.1f} ms, "
                  f"prefix KV reused {req['reusedPrefixTokens']} tokens)")
     print(f"  latency: {style(f'{ms:.0f} ms', '1')}{extra}\n")
-    return {"what": what, "ms": ms, "applied": bool(result["applied"])}
+    outcome = "applied" if result["applied"] else "withheld (low confidence)" if result["reason"] == \
+        "low confidence" else "not applied"
+    return {"what": what, "ms": ms, "applied": bool(result["applied"]), "outcome": outcome, "confidence": confidence}
 
 
 async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
@@ -166,6 +175,12 @@ async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
     ed = Editor(width)
     await ed.start_io(sys.executable, *cmd, env=env)
     print(f"model: {style(label, '1')}")
+    if model.resolve() == default_model_dir().resolve():
+        print(style("  the shipped model is a 3.1M-parameter placeholder trained for 3 CPU-hours on Python: it shows "
+                    "how the server works, not what a real model writes. For real fills: dg-lsp --model DIR (or "
+                    "the modelPath setting) with a DiffusionGemma checkpoint.", "2"))
+        print(style("  fills below the checkpoint's calibrated confidence gate (minConfidence) are withheld, not "
+                    "written.", "2"))
     t0 = time.perf_counter()
     await ed.initialize_async(T.InitializeParams(
         capabilities=T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(apply_edit=True)),
@@ -206,7 +221,7 @@ async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
     await ed.stop()
     print(style("latency per request", "1"))
     for r in rows:
-        print(f"  {r['what']:<28} {r['ms']:>8.0f} ms   {'applied' if r['applied'] else 'not applied'}")
+        print(f"  {r['what']:<28} {r['ms']:>8.0f} ms   {r['outcome']}")
     return rows
 
 

@@ -14,6 +14,7 @@ the client computes still holds.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterable
@@ -154,6 +155,13 @@ class Snapshot:
     starts: np.ndarray = field(repr=False, compare=False)  # line_starts(text)
     language_id: str = ""
     tree_fresh: bool = True
+    opened: int = 0  # which open of `uri` this is (DocumentStore counts didOpens): a version is unique only within one
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        """(open, version): what a result computed from this snapshot belongs to (a reopened document starts at
+        version 1 again: the version alone does not say which text positions were read from)."""
+        return self.opened, self.version
 
     @cached_property
     def spec(self) -> LangSpec | None:
@@ -213,8 +221,9 @@ class Document:
     """
 
     def __init__(self, uri: str, language_id: str, version: int, text: str,
-                 parse_budget_s: float | None = None) -> None:
+                 parse_budget_s: float | None = None, opened: int = 0) -> None:
         self.uri = uri
+        self.opened = opened  # see Snapshot.opened
         self.language_id = language_id
         self.version = version
         self.text = text = clean_text(text)
@@ -291,7 +300,7 @@ class Document:
         self.parse(budget_s)
         tree = self._tree.copy() if self._tree is not None else None
         return Snapshot(self.uri, self.version, self.text, self.language, tree, self.starts, self.language_id,
-                        self._fresh)
+                        self._fresh, self.opened)
 
 
 def _splice_starts(starts: np.ndarray, start: int, end: int, new: str, old: str) -> np.ndarray:
@@ -351,10 +360,12 @@ class DocumentStore:
 
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
+        self._opens = itertools.count(1)  # every didOpen, of any uri, gets the next number
 
     def open(self, uri: str, language_id: str, version: int, text: str,
              parse_budget_s: float | None = None) -> Document:
-        doc = Document(uri, language_id, version, text, parse_budget_s)
+        """Open (or reopen: a second didOpen replaces the document) `uri` as a new open."""
+        doc = Document(uri, language_id, version, text, parse_budget_s, next(self._opens))
         self._docs[uri] = doc
         return doc
 
@@ -368,6 +379,11 @@ class DocumentStore:
 
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
+
+    def identity(self, uri: str) -> tuple[int, int] | None:
+        """The open document's (open, version); None when it is not open."""
+        doc = self._docs.get(uri)
+        return None if doc is None else (doc.opened, doc.version)
 
     def snapshot(self, uri: str, budget_s: float | None = None) -> Snapshot | None:
         doc = self._docs.get(uri)

@@ -233,21 +233,41 @@ def lsp_inline_item(
     return types.InlineCompletionItem(insert_text=fill, range=rng)
 
 
+def word_char(ch: str) -> bool:
+    """An identifier character, as clients take words for filtering and for the symbol at point."""
+    return ch.isalnum() or ch in "_$"
+
+
+def word_start(snap: Snapshot, cursor: int) -> int:
+    """Where the word the cursor ends (the typed prefix) starts on its line; `cursor` when none does."""
+    start, floor = cursor, max(snap.line_start(cursor), cursor - LINE_CAP)
+    while start > floor and word_char(snap.text[start - 1]):
+        start -= 1
+    return start
+
+
 def lsp_completion_item(
     snap: Snapshot, hole: Hole, cursor_offset: int, fill: str, encoding: Encoding
 ) -> types.CompletionItem | None:
-    """Fallback for clients without inline completion: one item whose textEdit carries the whole fill."""
+    """Fallback for clients without inline completion: one item whose textEdit carries the whole fill.
+
+    The word typed before the cursor (`sum(val|`) is part of the item: the textEdit replaces it with itself plus
+    the fill, and `filterText` and the label start with it, so a client that filters items by the word at the
+    cursor (all of them: VS Code from the range's start, eglot by the symbol at point) keeps the item."""
     if not fill or not fill.strip():
         return None
-    start, end = _cursor_line_span(snap, hole, cursor_offset)
-    first = next(ln.strip() for ln in fill.split("\n") if ln.strip())
+    start, (_, end) = word_start(snap, cursor_offset), _cursor_line_span(snap, hole, cursor_offset)
+    typed = snap.text[start:cursor_offset]
+    line0 = fill.split("\n")[0]
+    first = (typed + line0).strip() if line0.strip() else next(ln.strip() for ln in fill.split("\n") if ln.strip())
     label = first if len(first) <= 60 else first[:57] + "..."
     return types.CompletionItem(
         label=label,
         kind=types.CompletionItemKind.Snippet,
         detail="dg-lsp",
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{fill}\n```"),
-        text_edit=types.TextEdit(range=to_lsp_range(snap, start, end, encoding), new_text=fill),
+        filter_text=typed + fill,
+        text_edit=types.TextEdit(range=to_lsp_range(snap, start, end, encoding), new_text=typed + fill),
         insert_text_format=types.InsertTextFormat.PlainText,
         sort_text="0",
         preselect=True,

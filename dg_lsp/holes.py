@@ -373,6 +373,11 @@ def hole_for_selection(snap: Snapshot, start: int, end: int, widen: bool = False
             start, end = _whole_nodes(snap, start, end)
         else:
             start, end = _whole_lines(text, start, end)
+    # A selection that ends at the start of a line (a whole-line region: Emacs' C-SPC C-n, VS Code's shift+down) holds
+    # the line break before it; a rewrite rarely ends with one, and then the next line would join the last one. The
+    # line break is not part of what the user wants rewritten: it stays.
+    if end > start and snap.line_start(end) == end and end > 0 and text[end - 1] in "\r\n":
+        end -= 2 if text[end - 2:end] == "\r\n" and end - 2 >= start else 1
     line_start = snap.line_start(start)
     indent = leading_ws(text[line_start : min(max(start, snap.line_end(line_start)), line_start + LINE_CAP)])
     lines = text.count("\n", start, end) + 1

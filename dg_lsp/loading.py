@@ -88,6 +88,8 @@ def check_fill(backend: InfillBackend, cancel: CancelFlag) -> None:
         res = backend.infill(ids, canvas_length=min(fmt.canvas_lengths), steps=CHECK_STEPS, seed=0, cancel=cancel)
     except Exception as exc:  # noqa: BLE001 -- any failure of the check is the checkpoint's
         raise ModelCheckError(f"the check fill failed: {type(exc).__name__}: {exc}") from exc
+    if res.error is not None:
+        raise ModelCheckError(f"the check fill failed: {res.error}")
     if res.cancelled:
         raise ModelCheckError(f"the check fill (one canvas of {min(fmt.canvas_lengths)} tokens, {CHECK_STEPS} "
                               f"steps) did not finish within {CHECK_FILL_S:.0f} s")

@@ -4,7 +4,8 @@ post-processing -> a `FillOutcome` with its figures.
 `run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.worker) while the loop awaits
 it and serves other messages. It reports through its arguments only: the outcome it returns, the marks it sets on
 the request's `Trace`, and `FillEvents` (drafts, progress, "busy"); the handler that called it sends dg/status.
-A result for a document that changed meanwhile is dropped ("document changed").
+A result for a document that changed meanwhile is dropped ("document changed"). A backend that fails a fill (a
+remote server's error) gives the reason "error", its message in `FillOutcome.error` and the figures' `error`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from lsprotocol import types as T
@@ -31,6 +32,7 @@ from engine.seam import FillResult, InfillBackend, RequestKind, StepDraft
 
 log = logging.getLogger(__name__)
 
+LOW_CONFIDENCE = "low confidence"  # FillOutcome.reason when the gate withheld the fill
 BUSY_AFTER_S = 0.1  # "busy" once an engine job has run this long (a keystroke's fill would make it flicker)
 
 
@@ -44,10 +46,14 @@ class Policy:
     context_tokens: int
     drafts: bool
     encoding: Encoding
+    min_confidence: float = 0.0  # the gate: a fill less confident than this is withheld (0: none is)
+    force: bool = False  # a command's "apply anyway": the gate reports but does not withhold
 
     @classmethod
-    def of(cls, settings: Settings, kind: RequestKind, encoding: Encoding) -> Policy:
-        return cls(kind, settings.steps, settings.entropy_bound, settings.context_tokens, settings.drafts, encoding)
+    def of(cls, settings: Settings, kind: RequestKind, encoding: Encoding, min_confidence: float = 0.0,
+           force: bool = False) -> Policy:
+        return cls(kind, settings.steps, settings.entropy_bound, settings.context_tokens, settings.drafts, encoding,
+                   min_confidence, force)
 
     @property
     def parse_budget(self) -> int:
@@ -77,6 +83,9 @@ class FillStats:
     total_ms: float = 0.0
     server_ms: float = 0.0
     reason: str | None = None
+    confidence: float | None = None  # the fill's (engine.seam.fill_confidence); None: unknown or no fill
+    min_confidence: float = 0.0  # the gate it was held to
+    error: str | None = None  # the backend's message when reason is "error"
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -84,8 +93,11 @@ class FillStats:
             "treeFresh": self.tree_fresh, "steps": self.steps, "cancelled": self.cancelled,
             "stepsAfterCancel": self.steps_after_cancel, "reusedPrefixTokens": self.reused_prefix_tokens,
             "engineMs": self.engine_ms, "contextTokens": self.context_tokens, "canvasLength": self.canvas_length,
-            "canvasMs": self.prompt_ms, "totalMs": self.total_ms, "serverMs": self.server_ms, "reason": self.reason}
-        optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared}
+            "canvasMs": self.prompt_ms, "totalMs": self.total_ms, "serverMs": self.server_ms, "reason": self.reason,
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "minConfidence": self.min_confidence}
+        optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared,
+                    "error": self.error}
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
 
@@ -97,6 +109,16 @@ class FillOutcome:
     fill: str | None
     reason: str | None
     stats: FillStats
+    withheld: str | None = None  # the fill the confidence gate held back (reason LOW_CONFIDENCE)
+
+    @property
+    def confidence(self) -> float | None:
+        return self.stats.confidence
+
+    @property
+    def error(self) -> str | None:
+        """Why the backend failed the fill (reason "error"), for the user."""
+        return self.stats.error
 
 
 @dataclass(frozen=True)
@@ -110,7 +132,8 @@ class FillEvents:
 
 
 async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
-                   worker: Worker, request_id: str, trace: Trace, version_of: Callable[[str], int | None],
+                   worker: Worker, request_id: str, trace: Trace,
+                   identity_of: Callable[[str], tuple[int, int] | None],
                    events: FillEvents) -> FillOutcome:
     """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
     t0 = trace.mark("fill")
@@ -122,16 +145,23 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
     key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
                                        SEED, prompt.max_canvases))
 
-    def current() -> bool:
-        return version_of(snap.uri) == snap.version
+    def current() -> bool:  # the same open of the document, at the same version (Snapshot.identity)
+        return identity_of(snap.uri) == snap.identity
+
+    def draft(body: dict[str, Any]) -> None:  # a step handed to the loop after a keystroke or a reopen is stale
+        if current():
+            shown_draft(body)
+
+    shown_draft, events = events.draft, replace(events, draft=draft)
 
     # The syntax check's baseline does not depend on the fill: the loop, idle while the engine runs, prepares it
     # after the engine's first step. Not before the engine starts (it would sit on the keystroke's path) nor in
     # another thread (tree-sitter holds the GIL while it parses, so the engine thread would wait for it).
     prepared: list[SyntaxCheck | None] = []
     reason = None
-    raw = caches.fills.get(key)
-    if raw is not None:
+    hit = caches.fills.get(key)
+    raw, confidence = hit if hit is not None else ("", None)
+    if hit is not None:
         stats.cached = "lru"
     else:
         def prepare() -> None:
@@ -142,10 +172,10 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                     log.exception("syntax check baseline failed")
                     prepared.append(None)
 
-        raw, reason = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace, stats,
-                                        events, prepare)
+        raw, confidence, reason = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace,
+                                                    stats, events, prepare)
         if reason is None:
-            caches.fills.put(key, raw)
+            caches.fills.put(key, (raw, confidence))
         prepared.append(None)  # too late now: postprocess prepares it itself
     fill = None
     if reason is None and current():
@@ -156,19 +186,24 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
         stats.post_ms = round((trace.mark("post") - t_post) * 1e3, 3)
         if not fill:
             fill, reason = None, "empty fill"
+    stats.confidence, stats.min_confidence = confidence, policy.min_confidence
+    withheld = None
+    if fill is not None and confidence is not None and confidence < policy.min_confidence and not policy.force:
+        withheld, fill, reason = fill, None, LOW_CONFIDENCE
     if not current():  # also explains a cancel caused by a keystroke
-        fill, reason = None, "document changed"
+        fill, withheld, reason = None, None, "document changed"
     stats.total_ms = round((trace.mark("filled") - t0) * 1e3, 3)
     stats.server_ms = round(stats.total_ms - stats.engine_ms, 3)
     stats.reason = reason
     log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
-    return FillOutcome(fill, reason, stats)
+    return FillOutcome(fill, reason, stats, withheld)
 
 
 async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
                       worker: Worker, request_id: str, trace: Trace, stats: FillStats, events: FillEvents,
-                      first_step: Callable[[], None]) -> tuple[str, str | None]:
-    """Run the engine job: (engine text, None) or ("", why not). A cancelled task ends here as "cancelled"."""
+                      first_step: Callable[[], None]) -> tuple[str, float | None, str | None]:
+    """Run the engine job: (engine text, its confidence, None) or ("", None, why not). A cancelled task ends here
+    as "cancelled"."""
     ticket = worker.ticket(snap.uri, request_id, policy.kind, backend.new_cancel_token())
     draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
     on_step = _step_listener(snap, request_id, draft_range, events, first_step)
@@ -185,16 +220,19 @@ async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy
             trace.mark("engine_finished", ticket.finished_at)
     except asyncio.CancelledError:  # $/cancelRequest: the request is answered already; keep the figures
         _job_stats(stats, ticket, None)
-        return "", "cancelled"
+        return "", None, "cancelled"
     finally:
         busy.cancel()
         worker.release(ticket)
     _job_stats(stats, ticket, res)
+    if res is not None and res.error is not None:  # a failure, never shown as a cancel
+        stats.error = res.error
+        return "", None, "error"
     if res is None or res.cancelled:
-        return "", "cancelled"
+        return "", None, "cancelled"
     if draft_range is not None:
         events.draft(_draft_body(snap, request_id, draft_range, res.steps, res.steps, res.text, True))
-    return res.text, None
+    return res.text, res.confidence, None
 
 
 def _step_listener(snap: Snapshot, request_id: str, draft_range: T.Range | None, events: FillEvents,

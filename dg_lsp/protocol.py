@@ -16,7 +16,8 @@ Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's
 - `workspace/executeCommand`: pygls passes only `arguments`; our commands need the whole params
   (`workDoneToken`), and an unknown command deserves a precise error.
 - Params that do not fit their method's type: pygls silently drops such a request (the client then waits
-  forever). We answer it with Invalid Params.
+  forever). We answer it with Invalid Params. Positions are taken only as LSP types them (integers): cattrs
+  coerced `"3"`, `1.5` and `true` to ints.
 - Internal errors: pygls answers a handler's exception with its text and traceback, and shows a notification
   handler's exception to the user; both can carry server paths. The client gets a short message instead; the
   traceback goes to the log (stderr).
@@ -73,6 +74,10 @@ class DgProtocol(LanguageServerProtocol):
     arrived_at: float | None = None  # set by the reader before it parses a message (dg_lsp.transport)
     arrivals: Any = None  # the stdio reader's dg_lsp.stdio.Arrivals (set by dg_lsp.transport), else None
     initialize_seen = False
+
+    def __init__(self, server: Any, converter: Any) -> None:
+        super().__init__(server, converter)
+        converter.register_structure_hook(types.Position, _structure_position)  # no coercion (see below)
 
     def receive(self, data: dict[str, Any]) -> None:
         """One message whose JSON-RPC envelope is valid (dg_lsp.jsonrpc): the lifecycle's gate, then pygls."""
@@ -277,13 +282,16 @@ class DgProtocol(LanguageServerProtocol):
         would otherwise wait forever, and with it the client's request that sent it)."""
         try:
             return super().structure_message(data)
-        except JsonRpcException:
+        except JsonRpcException as exc:
             if "method" not in data:  # an answer to our request that does not fit its type: fail that request
                 log.error("malformed response to request %r", data.get("id"))
                 self._handle_response(data.get("id"), error=ResponseError(code=JsonRpcInvalidParams.CODE,
                                                                         message="malformed response"))
                 return _Dropped()
-            err = JsonRpcInvalidParams(f"invalid params for {data['method']!r}")
+            bad_position = isinstance(cause := exc.__cause__, BaseExceptionGroup) and \
+                cause.subgroup(lambda e: isinstance(e, _BadPosition)) is not None
+            why = f": {_BadPosition.MESSAGE}" if bad_position else ""
+            err = JsonRpcInvalidParams(f"invalid params for {data['method']!r}{why}")
             if "id" in data:
                 self._send_response(data["id"], error=err.to_response_error())
             else:
@@ -332,6 +340,22 @@ def _keystroke_message(method: str | None, data: dict[str, Any]) -> Any:
         params = fastparams.inline_completion(data.get("params"))
         return None if params is None else types.InlineCompletionRequest(id=data["id"], params=params)
     return None
+
+
+class _BadPosition(ValueError):
+    MESSAGE = "a position's line and character must be integers in 0..2^31-1"
+
+
+def _structure_position(raw: Any, _: type) -> types.Position:
+    """A Position exactly as LSP types it. cattrs' int hook is `int(v)`: it made `"3"` line 3, `1.5` line 1 and
+    `true` line 1 in every request that carries a position or range; such params are Invalid Params instead."""
+    if type(raw) is not dict or type(line := raw.get("line")) is not int or \
+            type(character := raw.get("character")) is not int:
+        raise _BadPosition(_BadPosition.MESSAGE)
+    try:
+        return types.Position(line=line, character=character)  # its validators: LSP's uinteger
+    except (TypeError, ValueError):
+        raise _BadPosition(_BadPosition.MESSAGE) from None
 
 
 _EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?=:|$)")  # "ValueError: ..." -> ValueError

@@ -32,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.cache import FillCaches, Shown
-from dg_lsp.config import Settings
+from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
@@ -91,6 +91,9 @@ class DgServer(LanguageServer):
         self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
         self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
+        # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
+        # its code action offers to run it again with force (dg_lsp.handlers.commands)
+        self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
 
     # -- small helpers ----------------------------------------------------------------------------------------
 
@@ -105,18 +108,25 @@ class DgServer(LanguageServer):
         msg_id = self.protocol.msg_id
         return str(msg_id) if msg_id is not None else f"dg-{next(self._ids)}"
 
-    def doc_version(self, uri: str) -> int | None:
-        doc = self.store.get(uri)
-        return None if doc is None else doc.version
-
     def moved_on(self, snap: Snapshot) -> bool:
-        """Has the document changed (or closed) since `snap` was taken?"""
-        return self.doc_version(snap.uri) != snap.version
+        """Has the document changed, closed or been reopened since `snap` was taken?"""
+        return self.store.identity(snap.uri) != snap.identity
 
     def offset(self, snap: Snapshot, pos: T.Position) -> int:
         """Offset of `pos` (checked by `receive`: its line exists; a character past the line's end means the line's
         end, as LSP says)."""
         return snap.offset_at(pos.line, pos.character, self.encoding)
+
+    def min_confidence(self) -> float:
+        """The confidence gate in force: the minConfidence setting, else the loaded checkpoint's calibrated value
+        (its settings_in_force, from infill.json), else UNCALIBRATED_MIN_CONFIDENCE."""
+        if self.settings.min_confidence is not None:
+            return float(self.settings.min_confidence)
+        backend = self.worker.engine
+        entry = backend.settings_in_force().get("min_confidence") if backend is not None else None
+        value = entry.get("value") if isinstance(entry, dict) else None
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if ok else UNCALIBRATED_MIN_CONFIDENCE
 
     def state(self) -> str:
         return "disabled" if not self.settings.enabled else self.worker.state
@@ -150,12 +160,13 @@ class DgServer(LanguageServer):
 
     def report(self, stats: FillStats, trace: Trace, after_answer: bool) -> None:
         """Send a fill's dg/status: for a keystroke's request once its answer is written (`after_response`), with
-        the server's own time from the arrival to that write; else (and for a cancelled one) now."""
+        the server's own time from the arrival to that write; else (and for a cancelled or failed one) now. A
+        failed fill's status says why in its message."""
         self.last_latency_ms = round(stats.total_ms, 1)
-        if after_answer and stats.reason != "cancelled":
+        if after_answer and stats.reason not in ("cancelled", "error"):
             self.status_after_answer(stats.wire(), trace, stats.engine_ms)
         else:
-            self.send_status(request=stats.wire())
+            self.send_status(message=f"the fill failed: {stats.error}" if stats.error else "", request=stats.wire())
 
     def status_after_answer(self, body: dict[str, Any], trace: Trace, engine_ms: float = 0.0) -> None:
         self._after_answer[body["id"]] = (body, trace, engine_ms)
@@ -207,7 +218,7 @@ class DgServer(LanguageServer):
     # -- fills ------------------------------------------------------------------------------------------------
 
     async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace,
-                   progress_token: T.ProgressToken | None = None) -> FillOutcome:
+                   progress_token: T.ProgressToken | None = None, force: bool = False) -> FillOutcome:
         """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches."""
         backend = self.worker.engine
         assert backend is not None, "callers check not_ready() first"
@@ -217,9 +228,10 @@ class DgServer(LanguageServer):
                                                                                             progress_token))
         self._in_flight += 1
         try:
-            return await run_fill(snap, hole, Policy.of(self.settings, kind, self.encoding), backend, self.caches,
+            policy = Policy.of(self.settings, kind, self.encoding, self.min_confidence(), force)
+            return await run_fill(snap, hole, policy, backend, self.caches,
                                   worker=self.worker, request_id=self.request_id(), trace=trace,
-                                  version_of=self.doc_version, events=events)
+                                  identity_of=self.store.identity, events=events)
         finally:
             self._in_flight -= 1
             # its answer is about to be written: a reparse slice now would sit on the keystroke's path
@@ -269,7 +281,7 @@ class DgServer(LanguageServer):
         deadline = time.perf_counter() + COMMAND_PARSE_S
         while not snap.tree_fresh and time.perf_counter() < deadline:
             doc = self.store.get(snap.uri)
-            if doc is None or doc.version != snap.version:
+            if doc is None or (doc.opened, doc.version) != snap.identity:
                 return snap
             if doc.parse(5 * PARSE_SLICE_S):
                 return doc.snapshot(0.0)

@@ -22,24 +22,47 @@ def weights_bytes(module: Any) -> int:
     return sum(seen.values())
 
 
+def _tokenizer_source(eng: Any) -> str:
+    if eng.tokenizer is not None:
+        return eng.tokenizer_source
+    return (f"{eng.tokenizer_source}; put the model's HF tokenizer.json (and tokenizer_config.json, "
+            "chat_template.jinja) beside the checkpoint; without a tokenizer only the id-based API works")
+
+
+def _template_source(fmt: Any) -> str:
+    template = getattr(fmt, "template", None)
+    return template.source if template is not None else f"not used ({fmt.name} prompt format)"
+
+
 def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto",
               sampler: Mapping[str, Any] | None = None, fill: bool = True, weights: str = "auto") -> dict[str, Any]:
-    """Keys: ok, model, device, dtype, load_ms, prompt_format, prompt_preview (the sample hole's prompt decoded with
-    its special tokens), prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights (the
-    format in force), weights_bytes, memory (weight bytes per format for this shape, the device's free memory, which
-    formats fit, what weights=auto picks, as lines to read), kv_bytes_per_token and kv_bytes_4k_context, and with
-    `fill` the answer (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says what went
-    wrong (a checkpoint too big for the device names the format that would fit)."""
+    """Keys: ok, model, checkpoint (format; for a GGUF its files, per-type tensor counts and bytes, the optional
+    metadata keys defaulted; the tokenizer's source; the chat template's source or why none is used), device, dtype,
+    load_ms, prompt_format, prompt_preview (the sample hole's prompt decoded with its special tokens),
+    prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights (the format in force),
+    weights_bytes, memory (weight bytes per format for this shape, the device's free memory, which formats fit, what
+    weights=auto picks, as lines to read), kv_bytes_per_token and kv_bytes_4k_context, and with `fill` the answer
+    (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says what went wrong (a checkpoint
+    too big for the device names the format that would fit)."""
     out: dict[str, Any] = {"ok": False, "model": model or "default"}
     try:
         from engine.engine import Engine
 
         t0 = time.perf_counter()
+        from engine.formats import gguf
         from engine.quant.memory import report
 
+        if model is not None and gguf.is_gguf(model):  # the file's mix before loading: a refusal still names it
+            out["checkpoint"] = gguf.summary(model)
         eng = Engine.from_pretrained(model, device=device, dtype=dtype, prompt_format=prompt_format, sampler=sampler,
                                      weights=weights)
+        out.setdefault("checkpoint", {"format": "safetensors"})
+        out["checkpoint"]["tokenizer"] = _tokenizer_source(eng)
         memory = report(eng.config.text, eng.device, eng.dtype.itemsize)
+        if out["checkpoint"]["format"] == "gguf":
+            packed = gguf.weight_bytes(model, eng.dtype.itemsize)
+            memory["bytes"]["gguf"] = packed
+            memory["lines"].insert(0, f"weights gguf (blocks kept packed, weights=auto): {packed / 1e9:.2f} GB")
         out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),
                    load_ms=round((time.perf_counter() - t0) * 1e3, 1), weights=eng.weights,
                    weights_bytes=weights_bytes(eng.model), memory=memory,
@@ -47,6 +70,7 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
                    eos_ids=list(eng.config.eos_token_ids), sampler=eng.settings_in_force())
         fmt = eng.prompt_format
         ids = fmt.context(eng.encode(SAMPLE_PREFIX), eng.encode(SAMPLE_SUFFIX), SAMPLE_HOLE)
+        out["checkpoint"]["chat_template"] = _template_source(fmt)
         out.update(prompt_format=fmt.name, prompt_preview=eng.decode(ids), prompt_tokens=len(ids),
                    canvas_lengths=list(fmt.canvas_lengths))
         if fill:

@@ -140,8 +140,13 @@ class CheckpointConfig:
     eos_token_ids: tuple[int, ...] = (1,)
     # setting name -> where its value came from (DEFAULT, CONFIG_JSON, GENERATION_JSON or SETTING)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # The confidence gate's threshold `dg-lsp calibrate` measured for this checkpoint (infill.json's
+    # "min_confidence"); None: not calibrated (the server's documented default applies).
+    min_confidence: float | None = None
 
     def __post_init__(self) -> None:
+        if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
+            raise ConfigError(f"infill.json min_confidence must be in [0, 1], got {self.min_confidence}")
         if self.canvas_length <= 0:
             raise ConfigError(f"canvas_length must be > 0, got {self.canvas_length}")
         if not self.eos_token_ids or any(not 0 <= t < self.text.vocab_size for t in self.eos_token_ids):
@@ -160,6 +165,8 @@ class CheckpointConfig:
         out["eos_token_ids"] = {"value": list(self.eos_token_ids), "source": self.sources.get("eos_token_ids",
                                                                                                CONFIG_JSON)}
         out["canvas_length"] = {"value": self.canvas_length, "source": self.sources.get("canvas_length", DEFAULT)}
+        out["min_confidence"] = {"value": self.min_confidence,
+                                 "source": "infill.json" if self.min_confidence is not None else DEFAULT}
         return out
 
 
@@ -278,6 +285,10 @@ def apply_overrides(sampler: SamplerDefaults, sources: dict[str, str],
 def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
     """config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with each value's source."""
     path = Path(checkpoint)
+    from engine.formats import gguf
+
+    if gguf.is_gguf(path):  # a llama.cpp GGUF file: its metadata (engine.formats.gguf)
+        return gguf.checkpoint_config(gguf.open_gguf(path), overrides)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise ConfigError(f"{path} has no config.json (is it a checkpoint directory?)")
@@ -301,5 +312,10 @@ def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = No
     else:
         eos, sources["eos_token_ids"] = text.eos_token_ids, CONFIG_JSON
     sources["canvas_length"] = CONFIG_JSON if "canvas_length" in raw else DEFAULT
+    infill_file = path / "infill.json"
+    calibrated = json.loads(infill_file.read_text()).get("min_confidence") if infill_file.is_file() else None
+    if calibrated is not None and (isinstance(calibrated, bool) or not isinstance(calibrated, int | float)):
+        raise ConfigError(f"{infill_file}: min_confidence must be a number in [0, 1], got {calibrated!r}")
     return CheckpointConfig(text=text, canvas_length=int(raw.get("canvas_length", 256)), sampler=sampler,
-                            eos_token_ids=eos, sources=sources)
+                            eos_token_ids=eos, sources=sources,
+                            min_confidence=None if calibrated is None else float(calibrated))

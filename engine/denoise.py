@@ -19,6 +19,8 @@ from engine import sampler as S
 from engine.kv_cache import DecodeKV
 from engine.model import DiffusionGemmaText
 
+PROB_SCALE = 1 << 30  # probabilities travel in `DenoiseState.out` (int64) as multiples of 1 / PROB_SCALE
+
 
 @dataclass
 class DenoiseState:
@@ -34,7 +36,9 @@ class DenoiseState:
     t_max: torch.Tensor  # () fp32
     bound: torch.Tensor  # () fp32, entropy bound
     confidence: torch.Tensor  # () fp32, the stopping rule's mean-entropy threshold
-    out: torch.Tensor  # (C + 2,) int64: argmax canvas, accepted this step, stopped (0/1)
+    # (2C + 2,) int64: argmax canvas, accepted this step, stopped (0/1), then each argmax token's probability at
+    # temperature 1 in units of 1/PROB_SCALE (the fill's confidence: read in the step's one host read)
+    out: torch.Tensor
 
     @classmethod
     def allocate(cls, canvas: int, hidden: int, stability: int, device: torch.device,
@@ -46,7 +50,7 @@ class DenoiseState:
                    history=torch.full((stability, 1, canvas), -1, **i64), step=torch.zeros((), **i64),
                    key=torch.zeros((), **i64), steps=torch.ones((), device=device, dtype=torch.int32),
                    t_min=torch.zeros((), **f32), t_max=torch.ones((), **f32), bound=torch.zeros((), **f32),
-                   confidence=torch.zeros((), **f32), out=torch.zeros(canvas + 2, **i64))
+                   confidence=torch.zeros((), **f32), out=torch.zeros(2 * canvas + 2, **i64))
 
     def start(self, key: int, vocab: int, steps: int, t_min: float, t_max: float, bound: float,
               confidence: float) -> None:
@@ -75,6 +79,10 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, voca
     `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
     c, v = st.canvas.shape[1], model.cfg.vocab_size
     logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
+    # The argmax token's probability at temperature 1 (the sampling temperature sharpens the last steps to ~1.0
+    # everywhere): read before the vocabulary pass, which may overwrite `logits` with its probabilities.
+    capped = model.softcap(logits)  # (C, V) fp32
+    prob = (capped.amax(-1) - torch.logsumexp(capped, -1)).exp()  # (C,)
     temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
     out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
                      rng.step_seeds(st.key, st.step, rng.SAMPLE, c))
@@ -88,3 +96,4 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, voca
     st.out[:c].copy_(argmax[0])
     st.out[c].copy_(accepted.sum())
     st.out[c + 1].copy_(stopped[0])
+    st.out[c + 2:].copy_((prob * PROB_SCALE).round())

@@ -17,15 +17,16 @@ from tokenizers import Tokenizer
 from engine import rng
 from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
+from engine.denoise import PROB_SCALE
 from engine.kv_cache import KVCache, kv_bytes
 from engine.loader import load_model
 from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
-from engine.reference_steps import reference_steps
+from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import CancelToken, PromptFormat
+from engine.seam import CancelToken, PromptFormat, fill_confidence
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -88,6 +89,9 @@ class InfillResult:
     reused_prefix_tokens: int
     timings: dict[str, float] = field(default_factory=dict)
     tokens_accepted_per_step: float = 0.0
+    confidence: float | None = None  # engine.seam.FillResult.confidence (None: cancelled)
+    token_probs: list[float] = field(default_factory=list)  # per kept token (+ the eos that ended the fill)
+    error: str | None = None  # engine.seam.FillResult: the embedded engine raises instead of failing a fill
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,26 @@ class SampleSettings:
     stability_threshold: int
     confidence_threshold: float
     one_per_step: bool = False  # left-to-right baseline: accept only the lowest-entropy position each step
+
+
+def load_tokenizer(path: Path, side: Path) -> tuple[Tokenizer | None, tuple[str, str] | None, str]:
+    """(tokenizer, chat template passed to the prompt formats, where the tokenizer came from). An HF tokenizer.json
+    beside the checkpoint wins; a GGUF without one brings its own (tokenizer.ggml.*), and its
+    `tokenizer.chat_template` is used where no template file is beside it."""
+    from engine.formats import gguf
+
+    tok_file = side / "tokenizer.json"
+    beside = tok_file.is_file()
+    tokenizer = Tokenizer.from_file(str(tok_file)) if beside else None
+    source = f"{tok_file} (beside the checkpoint)" if beside else "none: no tokenizer.json beside the checkpoint"
+    if not gguf.is_gguf(path):
+        return tokenizer, None, source
+    rebuilt, text, why = gguf.file_prompt(path, tokenizer=not beside)
+    if rebuilt is not None:
+        tokenizer, source = rebuilt, gguf.TOKENIZER_SOURCE
+    elif not beside:
+        source = f"none: {why}"
+    return tokenizer, (text, gguf.TEMPLATE_SOURCE) if text else None, source
 
 
 class Engine:
@@ -127,6 +151,7 @@ class Engine:
         self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
         self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
+        self.tokenizer_source = "given" if tokenizer is not None else "none"  # said by --check; from_pretrained sets
         model.select_kernels()
         self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
 
@@ -144,22 +169,22 @@ class Engine:
         fits the device beside the KV cache; a format that cannot fit raises engine.quant.memory.FitError naming one
         that would, before anything is loaded. The rest: see the class docstring."""
         path = Path(path) if path is not None else default_model_path()
-        if not path.is_dir():
-            raise FileNotFoundError(f"model directory {path} does not exist")
+        if not path.is_dir() and not (path.is_file() and path.suffix == ".gguf"):
+            raise FileNotFoundError(f"model directory {path} does not exist (nor is it a .gguf file)")
         config = load_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         plan = resolve_weights(weights, path, config.text, dev, dt)
         model = load_model(path, config.text, dev, dt, plan)
-        tok_file = path / "tokenizer.json"
-        tokenizer = Tokenizer.from_file(str(tok_file)) if tok_file.is_file() else None
+        side = path if path.is_dir() else path.parent  # a .gguf file's tokenizer.json and prompt files: beside it
+        tokenizer, template, tok_source = load_tokenizer(path, side)
         # a checkpoint without a tokenizer serves the id-based API only (its prompt_format raises)
         fmt = None if tokenizer is None and prompt_format == "auto" else load_prompt_format(
-            path, tokenizer, config, prompt_format)
+            side, tokenizer, config, prompt_format, template)
         engine = cls(model, config, tokenizer, fmt, dev, dt, path, prefix_cache_size, sampler_backend,
                      cuda_graphs=cuda_graphs, compile=compile, encode_chunk=encode_chunk,
                      prefix_cache_bytes=prefix_cache_bytes)
-        engine.weights = plan.fmt
+        engine.weights, engine.tokenizer_source = plan.fmt, tok_source
         return engine
 
     def _backend(self) -> str:
@@ -206,7 +231,9 @@ class Engine:
         return self.config.settings_in_force(**overrides)
 
     def encode(self, text: str) -> list[int]:
-        return self._tok().encode(text, add_special_tokens=False).ids
+        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it: 3 s for 1 MB of text, during
+        # which no other thread of the process runs); _fast skips the offsets. Same ids as encode.
+        return self._tok().encode_batch_fast([text], add_special_tokens=False)[0].ids
 
     def decode(self, ids: list[int]) -> str:
         return self._tok().decode(ids, skip_special_tokens=False) if ids else ""
@@ -261,9 +288,9 @@ class Engine:
 
     # -- the denoising loop --------------------------------------------------------------------------------------
     def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int,
-               cancel: CancelToken | None) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
-        """Denoise one canvas; yields (argmax canvas ids, tokens accepted this step, stopped, the argmax canvas on
-        the device) after each step. The engine lock is held during each step, never across a yield."""
+               cancel: CancelToken | None) -> Iterator[StepOut]:
+        """Denoise one canvas; yields a `StepOut` after each step. The engine lock is held during each step, never
+        across a yield."""
         schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
         run = None
         try:
@@ -275,7 +302,7 @@ class Engine:
                         run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
                     host = run.step()
                 stopped = bool(host[length + 1])
-                yield host[:length], host[length], stopped, run.argmax
+                yield host[:length], host[length], stopped, run.argmax, [p / PROB_SCALE for p in host[length + 2:]]
                 if stopped:
                     return
         finally:
@@ -309,15 +336,16 @@ class Engine:
                 torch.cuda.synchronize(self.device)  # encode time is reported apart from decode time
         t_enc = time.perf_counter() - t0
         out: list[int] = []
+        probs: list[float] = []  # the kept tokens' probabilities at their canvas's last step
         n_steps = canvases = accepted_total = 0
         hit_eos = cancelled = False
         for c in range(max_canvases):
             canvases += 1
-            ids = argmax = None
+            ids = argmax = token_probs = None
             steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock) if gen is not None
                           else self._steps(cache, length, st, rng.request_key(seed, c), cancel))
-            for step, (canvas_ids, n_acc, _, device_argmax) in enumerate(steps_iter, start=1):
-                argmax = device_argmax
+            for step, (canvas_ids, n_acc, _, device_argmax, device_probs) in enumerate(steps_iter, start=1):
+                argmax, token_probs = device_argmax, device_probs
                 n_steps += 1
                 accepted_total += n_acc
                 ids, hit_eos = S.cut_at_eos(canvas_ids, eos, pad)
@@ -328,6 +356,8 @@ class Engine:
                 cancelled = True
                 break
             out.extend(ids)
+            # the end of the fill is a prediction too: an end of canvas (eos) counts with the tokens before it
+            probs.extend(token_probs[:len(ids) + (1 if hit_eos else 0)])
             if hit_eos or c == max_canvases - 1:
                 break
             te = time.perf_counter()
@@ -340,6 +370,8 @@ class Engine:
             cancelled=cancelled, reused_prefix_tokens=reused,
             timings={"encode_ms": 1e3 * t_enc, "decode_ms": 1e3 * (total - t_enc), "total_ms": 1e3 * total},
             tokens_accepted_per_step=accepted_total / max(n_steps, 1),
+            confidence=None if cancelled else fill_confidence(probs),
+            token_probs=probs,
         )
         yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
                     result=result)

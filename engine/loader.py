@@ -1,6 +1,7 @@
 """safetensors checkpoint -> DiffusionGemmaText on the target device: built on the meta device, then filled.
 
-Single-file and sharded (model.safetensors.index.json) checkpoints, plain or compressed-tensors FP8; vision-tower
+Single-file and sharded (model.safetensors.index.json) checkpoints, plain or compressed-tensors FP8, or a llama.cpp
+GGUF file (engine.formats.gguf: its tensors under their HF names); vision-tower
 weights are skipped (the engine is text-only). Encoder tensors are tied to the decoder's exactly where transformers
 ties them (`_tied_weights_keys` of DiffusionGemmaModel, only under a tied top-level config, never biases or layer
 scalars); every other encoder tensor is loaded into the model's separate encoder. Never unpickles anything.
@@ -15,6 +16,7 @@ from pathlib import Path
 import torch
 
 from engine.config import TextConfig
+from engine.formats import gguf
 from engine.model import DiffusionGemmaText
 from engine.quant.checkpoint import tensors as source_tensors
 from engine.quant.plan import WeightPlan
@@ -95,7 +97,8 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
     seen: set[str] = set()
     unexpected: list[str] = []
     # One tensor at a time: quantized formats convert each target as it is read (engine.quant.plan).
-    for name, shape, read in source_tensors(path, checkpoint_files(path)):
+    source = gguf.tensors(path, cfg) if gguf.is_gguf(path) else source_tensors(path, checkpoint_files(path))
+    for name, shape, read in source:
         key = map_name(name)
         if key is None:
             continue

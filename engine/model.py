@@ -15,15 +15,24 @@ from engine.kv_cache import DecodeKV, KVCache, kept_tokens
 from engine.moe import MoE
 from engine.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
 
+# MKL computes a one-row GEMM (a GEMV) with a kernel picked by the weight's address: the same product from a weight
+# 4 bytes further along differs in its last bits (tests/engine/test_short_contexts.py). Rows of the stacked weight
+# stand in for a projection of one input row only where they lie at the projection's own address modulo this.
+_GEMV_ALIGN = 64
 
-def fuse_linears(linears: list[nn.Linear], memo: dict) -> torch.Tensor | None:
+
+def fuse_linears(linears: list[nn.Linear], memo: dict) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]] | None:
     """Stack the weights of bias-free dense `linears` that read the same input into one (sum N_i, K) tensor and
     make each weight a view of it (no extra memory), so one GEMM computes all of them: the same bits as separate
-    GEMMs on CPU (each output is the same dot product; tests/engine/test_fused_projections.py, bench.parity). None
-    when any is quantized, biased or placed apart. `memo`, one per pass over a model, maps the memory of weights
-    already stacked to their stack and views, so an encoder layer sharing a decoder layer's weights (other
-    Parameters over the same storage) shares the stack too. Only weights alive since the pass began are looked
-    up, so a key never names memory freed and reused during the pass."""
+    GEMMs on CPU for inputs of two rows or more (each output is the same dot product;
+    tests/engine/test_fused_projections.py, bench.parity). Returns (stack, per-linear weights for one-row inputs):
+    a one-row input runs one GEMV per linear, as the reference does, on a weight at the address alignment the
+    linear's weight had when loaded (its view in the stack where the alignment agrees, else the loaded tensor,
+    kept: mmap-backed file pages as transformers holds them, or a copy whose view agrees, so nothing new is
+    allocated). None when any is quantized, biased or placed apart. `memo`, one per pass over a model, maps the
+    memory of weights already stacked to their stack and views, so an encoder layer sharing a decoder layer's
+    weights (other Parameters over the same storage) shares the stack too. Only weights alive since the pass began
+    are looked up, so a key never names memory freed and reused during the pass."""
     if not all(type(lin) is nn.Linear and lin.bias is None for lin in linears):
         return None
     ws = [lin.weight for lin in linears]
@@ -32,15 +41,23 @@ def fuse_linears(linears: list[nn.Linear], memo: dict) -> torch.Tensor | None:
     key = tuple((w.device, w.data_ptr(), tuple(w.shape), w.stride()) for w in ws)
     if key not in memo:
         fused = torch.cat([w.detach() for w in ws])
-        views, start = [], 0
+        views, rows, start = [], [], 0
         for w in ws:
-            views.append(nn.Parameter(fused[start:start + w.shape[0]], requires_grad=False))
+            view = fused[start:start + w.shape[0]]
+            views.append(nn.Parameter(view, requires_grad=False))
+            same = view.data_ptr() % _GEMV_ALIGN == w.data_ptr() % _GEMV_ALIGN
+            rows.append(view if same else w.detach())
             start += w.shape[0]
-        memo[key] = (fused, views)
-    fused, views = memo[key]
+        memo[key] = (fused, views, tuple(rows))
+    fused, views, rows = memo[key]
     for lin, view in zip(linears, views, strict=True):
         lin.weight = view
-    return fused
+    return fused, rows
+
+
+def one_row(x: torch.Tensor) -> bool:
+    """Whether x (..., K) holds a single row, which BLAS computes as a GEMV (see `fuse_linears`)."""
+    return x.numel() == x.shape[-1]
 
 
 class Attention(nn.Module):
@@ -56,15 +73,20 @@ class Attention(nn.Module):
         self.q_norm = nn.Parameter(torch.ones(spec.head_dim))
         self.k_norm = nn.Parameter(torch.ones(spec.head_dim))
         self.qkv: torch.Tensor | None = None  # (Nq + Nk [+ Nv], H) stacked q/k/v weights (fuse), else 3 GEMMs
+        self.qkv_rows: tuple[torch.Tensor, ...] = ()  # q/k[/v] weights for a one-row input (fuse_linears)
 
     def fuse(self, memo: dict) -> None:
-        self.qkv = fuse_linears([p for p in (self.q_proj, self.k_proj, self.v_proj) if p is not None], memo)
+        stack = fuse_linears([p for p in (self.q_proj, self.k_proj, self.v_proj) if p is not None], memo)
+        self.qkv, self.qkv_rows = stack if stack is not None else (None, ())
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, T, H) -> raw q (B, T, Hq, D), k, v (B, T, Hkv, D) before norms and rotary (v is k without v_proj)."""
         b, t, _ = x.shape
         d = self.spec.head_dim
-        if self.qkv is not None:
+        if self.qkv is not None and one_row(x):  # one GEMV per projection, as the reference computes it
+            q, k, *v = (F.linear(x, w) for w in self.qkv_rows)
+            v = v[0] if v else k
+        elif self.qkv is not None:
             y = F.linear(x, self.qkv)
             nq, nk = self.q_proj.weight.shape[0], self.k_proj.weight.shape[0]
             q, k = y[..., :nq], y[..., nq:nq + nk]
@@ -100,12 +122,16 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
         self.gate_up: torch.Tensor | None = None  # (2I, H) stacked gate/up weights (fuse), else 2 GEMMs
+        self.gate_up_rows: tuple[torch.Tensor, ...] = ()  # gate/up weights for a one-row input (fuse_linears)
 
     def fuse(self, memo: dict) -> None:
-        self.gate_up = fuse_linears([self.gate_proj, self.up_proj], memo)
+        stack = fuse_linears([self.gate_proj, self.up_proj], memo)
+        self.gate_up, self.gate_up_rows = stack if stack is not None else (None, ())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gate_up is not None:
+        if self.gate_up is not None and one_row(x):  # one GEMV per projection, as the reference computes it
+            gate, up = (F.linear(x, w) for w in self.gate_up_rows)
+        elif self.gate_up is not None:
             gate, up = F.linear(x, self.gate_up).chunk(2, dim=-1)
             gate = gate.contiguous()  # exact (erf) gelu rounds differently on a strided input
         else:

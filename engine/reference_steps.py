@@ -10,8 +10,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine import sampler as S
+from engine.denoise import PROB_SCALE
 from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
+
+# What a denoising loop yields after each step: (argmax canvas ids, tokens accepted, stopped, the argmax canvas on
+# the device, each argmax token's probability at temperature 1), all but the device canvas from one host read.
+StepOut = tuple[list[int], int, bool, Callable[[], torch.Tensor], list[float]]
 
 if TYPE_CHECKING:
     from engine.engine import SampleSettings
@@ -20,9 +25,9 @@ if TYPE_CHECKING:
 
 def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: SampleSettings,
                     gen: torch.Generator, cancel: CancelFlag | None, lock: threading.RLock
-                    ) -> Iterator[tuple[list[int], int, bool, Callable[[], torch.Tensor]]]:
-    """Like `Engine._steps`: yields (argmax canvas ids, tokens accepted, stopped, the argmax canvas on the device)
-    after each step, holding `lock` during each step and never across a yield; one host read per step."""
+                    ) -> Iterator[StepOut]:
+    """Like `Engine._steps`: yields a `StepOut` after each step, holding `lock` during each step and never across a
+    yield; one host read per step."""
     v, dev, wdtype = model.cfg.vocab_size, model.embed_tokens.device, model.embed_tokens.dtype
     canvas = S.initial_canvas(1, length, v, gen, dev)
     soft = torch.zeros(1, length, model.cfg.hidden_size, device=dev, dtype=wdtype)
@@ -46,7 +51,10 @@ def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: 
             canvas = S.reference_renoise(torch.where(accepted, sample, canvas), accepted, v, gen)
             stopped = S.stable_and_confident(history, argmax, token_entropy, st.confidence_threshold)
             soft = model.soft_embedding(probs)
-            host = torch.cat([argmax[0], accepted.sum()[None], stopped.long()]).tolist()
-        yield host[:length], host[length], bool(host[length + 1]), argmax.clone
+            prob = (logits[0].amax(-1) - torch.logsumexp(logits[0], -1)).exp()  # (C,) at temperature 1
+            host = torch.cat([argmax[0], accepted.sum()[None], stopped.long(), (prob * PROB_SCALE).round().long()
+                              ]).tolist()
+        probs = [p / PROB_SCALE for p in host[length + 2:]]
+        yield host[:length], host[length], bool(host[length + 1]), argmax.clone, probs
         if host[length + 1]:
             return

@@ -58,7 +58,7 @@ class Schedule:
 
 class CanvasRun:
     """One canvas being denoised. `step()` runs one denoising step and returns the host copy of the state's `out`
-    tensor (argmax canvas, accepted count, stop flag): the step's one host sync."""
+    tensor (argmax canvas, accepted count, stop flag, token probabilities): the step's one host sync."""
 
     def __init__(self, runner: StepRunner, bucket: Bucket, cache: KVCache, schedule: Schedule) -> None:
         self.runner, self.bucket, self.cache, self.schedule = runner, bucket, cache, schedule
@@ -183,9 +183,13 @@ class StepRunner:
             g.owner = None
 
     def out_of(self, run: CanvasRun) -> torch.Tensor:
+        return self.state_of(run).out
+
+    def state_of(self, run: CanvasRun) -> DenoiseState:
+        """The state holding `run`'s last step (the bucket's, or the copy saved when another run took it)."""
         if not self.graphs:
-            return run.state.out
+            return run.state
         g = self._graphs[run.bucket]
         if g.owner is not run and run.saved is not None:
-            return run.saved.out
-        return g.state.out
+            return run.saved
+        return g.state

@@ -14,7 +14,7 @@ A request crosses the seam like this (docs/ARCHITECTURE.md):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -69,13 +69,25 @@ class StepDraft(Protocol):
 
 
 class FillResult(Protocol):
-    """The outcome of one `infill` call."""
+    """The outcome of one `infill` call: a text, a cancel (`cancelled`: the caller's flag stopped it), or a failure
+    (`error`: why the backend could not fill, e.g. a remote server's HTTP error; never reported as a cancel)."""
 
     text: str
     steps: int
     cancelled: bool
     reused_prefix_tokens: int
     timings: dict[str, float]  # at least "total_ms"
+    confidence: float | None  # `fill_confidence` of the fill's tokens; None: unknown (a server without logprobs)
+    error: str | None  # None unless the fill failed; then `text` is "" and `cancelled` False
+
+
+def fill_confidence(token_probs: Sequence[float]) -> float | None:
+    """A fill's confidence from the probability the model gave each token it kept (at temperature 1, at the last
+    denoising step; the end-of-fill token counts too): their mean. Chosen by measurement: on 784 held-out holes of
+    the shipped model (bench.quality's, seed 0) the mean ranked exact fills above the rest with an AUC of 0.986 and
+    fills of edit similarity >= 0.5 with 0.964, against 0.985 / 0.891 for the minimum, 0.986 / 0.959 for the
+    geometric mean and 0.974 (exact) for fewer steps taken. None when there are no probabilities."""
+    return sum(token_probs) / len(token_probs) if token_probs else None
 
 
 @runtime_checkable

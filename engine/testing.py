@@ -1,4 +1,5 @@
-"""Tiny random DiffusionGemma checkpoints for tests and benchmarks, written with transformers' `save_pretrained`."""
+"""Tiny random DiffusionGemma checkpoints for tests and benchmarks, written with transformers' `save_pretrained`, and
+the two comparisons with transformers that the parity tests and bench.parity share (logits, generated ids)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,35 @@ def build_tiny_checkpoint(
         tok.save(str(path / "tokenizer.json"))
         InfillFormat(canvas_lengths=canvas_lengths).save(path)
     return path
+
+
+def logit_diff(eng, ref, ctx: torch.Tensor, canvas: torch.Tensor, sc: torch.Tensor, cache=None) -> float:
+    """max |engine - transformers| over the soft-capped logits of one decoder pass: canvas (1, C) ids after the
+    context ctx (1, T), self-conditioning logits sc (1, C, V). transformers encodes the context in one pass; the
+    engine too, unless `cache` (its KVCache of ctx, e.g. from the prefix-cache path) is given. `eng` an
+    engine.engine.Engine, `ref` a DiffusionGemmaForBlockDiffusion of the same checkpoint."""
+    from transformers.cache_utils import DynamicCache
+
+    from engine.kv_cache import KVCache
+
+    with torch.no_grad():
+        ref_cache = DynamicCache(config=ref.config.get_text_config(decoder=True))
+        ref.model.encoder(input_ids=ctx, cache=ref_cache)
+        want = ref(decoder_input_ids=canvas, cache=ref_cache, self_conditioning_logits=sc).logits
+        soft = eng.model.soft_embedding(torch.softmax(sc, dim=-1, dtype=torch.float32))
+        got = eng.model.decode(canvas, cache if cache is not None else eng.model.encode(ctx, KVCache()), soft)
+    return (got - want).abs().max().item()
+
+
+def generated_ids(eng, ref, ctx: list[int], seed: int, max_new_tokens: int,
+                  steps: int | None) -> tuple[list[int], list[int]]:
+    """(transformers' `generate` ids cut at the first eos, pads dropped; the engine's in reference-compatible mode)
+    for the same context and seed; steps None: each side reads generation_config.json's."""
+    eos, pad = eng.config.eos_token_ids, eng.config.text.pad_token_id
+    kw = {} if steps is None else {"max_denoising_steps": steps}
+    torch.manual_seed(seed)
+    seq = ref.generate(torch.tensor([ctx]), max_new_tokens=max_new_tokens, **kw).sequences[0, len(ctx):].tolist()
+    stop = next((i for i, t in enumerate(seq) if t in eos), len(seq))
+    want = [t for t in seq[:stop] if t != pad]
+    got = eng.generate_ids(ctx, max_new_tokens=max_new_tokens, steps=steps, seed=seed, reference_compatible=True)
+    return want, got

@@ -31,6 +31,7 @@ class LocalCheckpoint:
     tokenizer: Tokenizer
     prompt_format: Any  # engine.seam.PromptFormat
     splits_before_newline: bool
+    default_steps: int = 48  # the checkpoint's max_denoising_steps: what the embedded engine runs with steps unset
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -49,5 +50,6 @@ def load_local(path: str | Path, prompt_format: str = "auto") -> LocalCheckpoint
                                 "server, so it needs the checkpoint's tokenizer and config files locally (modelPath "
                                 "names their directory; the weights are not needed)")
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    fmt = load_prompt_format(path, tok, load_config(path), prompt_format)
-    return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok))
+    config = load_config(path)
+    fmt = load_prompt_format(path, tok, config, prompt_format)
+    return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok), config.sampler.max_denoising_steps)

@@ -1,11 +1,19 @@
 """The `openai` backend: any OpenAI-compatible server, vLLM serving DiffusionGemma being the documented case.
 
 Chat-format checkpoints go through `/v1/chat/completions` (the hole's messages, `chat_template_kwargs:
-{"enable_thinking": false}`, `max_tokens` from the hole); FIM checkpoints through `/v1/completions` with the prompt
-as token ids. Prompts are laid out here, so the backend needs the checkpoint's tokenizer files locally (`modelPath`;
-the weights are not needed). Such servers stream one committed canvas at a time, so there are no drafts; the
-sampler settings are the server's (vLLM: `--hf-overrides`, `--diffusion-config`). Cancelling a fill closes its
-request, which aborts it on the server. A failed connection turns the state to "error" until `/models` answers.
+{"enable_thinking": false}`, `max_completion_tokens` from the hole); FIM checkpoints through `/v1/completions` with
+the prompt as token ids. Prompts are laid out here, so the backend needs the checkpoint's tokenizer files locally
+(`modelPath`; the weights are not needed). Such servers stream one committed canvas at a time, so there are no
+drafts. Cancelling a fill closes its request, which aborts it on the server. A failed connection turns the state to
+"error" until `/models` answers; every failure is the fill's `error` (engine.seam.FillResult), never a cancel.
+
+vLLM serving a diffusion model (its `/v1/models` card says `owned_by: "vllm"`; setting `openaiDiffusion`) is asked
+for exactly what the embedded engine would run: the hole's canvas length and the step budget per request, in
+`vllm_xargs: {"diffusion_canvas_length": N, "diffusion_max_steps": S}` (vLLM 0.33: utils/diffusion.py checks them,
+DiffusionGemma's sampler applies them per slot), so a 16-token hole denoises 16 positions, not the served canvas.
+The sampler (entropy bound, temperatures) stays the server's: vLLM reads it from generation_config.json. A stream
+ending with `finish_reason: "length"` is a fill whose last canvas did not reach an end token: its text is kept, as
+the embedded engine keeps an unfinished canvas's text; "abort" or "error" fail the fill.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ log = logging.getLogger(__name__)
 
 RECHECK_S = 1.0  # how often /models is asked while the server is unreachable
 TEMPLATE_KWARGS = {"enable_thinking": False}
+FAILED_FINISH = ("abort", "error")  # finish reasons that end a stream without a usable fill
 
 
 def openai_endpoint(text: str) -> Endpoint:
@@ -73,8 +82,11 @@ class _Remembered:
 class OpenAIBackend(LocalSide):
     drafts = False
 
-    def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint) -> None:
+    def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint,
+                 diffusion: bool = False, server: str | None = None) -> None:
         self.endpoint, self._headers, self.model, self.local = endpoint, headers, model, local
+        self.diffusion = diffusion  # send vLLM's per-request canvas and steps (vllm_xargs)
+        self.server = server  # "vLLM 0.33.0", or None when the server did not say
         fmt = local.prompt_format
         self._format = _Remembered(fmt, local.decode) if fmt.name == "chat" else fmt
         self.template_kwargs = dict(TEMPLATE_KWARGS)
@@ -98,13 +110,17 @@ class OpenAIBackend(LocalSide):
                 raise ConnectionError(f"nothing answers at {endpoint}: {exc}") from None
             if resp.status_code >= 400:
                 raise ConnectionError(f"{endpoint}/models answered HTTP {resp.status_code}: {resp.text[:200]}")
-            served = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
-        model = settings.model or (served[0] if served else None)
-        if not model:
-            raise ValueError(f"{endpoint} lists no models; set the model setting")
-        if model not in served:
-            log.warning("model %r is not among those %s lists (%s)", model, endpoint, served)
-        return cls(endpoint, headers, model, local)
+            cards = {m.get("id"): m for m in resp.json().get("data", []) if isinstance(m, dict)}
+            model = settings.model or next(iter(cards), None)
+            if not model:
+                raise ValueError(f"{endpoint} lists no models; set the model setting")
+            if model not in cards:
+                log.warning("model %r is not among those %s lists (%s)", model, endpoint, list(cards))
+            vllm = (cards.get(model) or {}).get("owned_by") == "vllm"
+            server = _vllm_version(http, endpoint) if vllm else None
+        mode = settings.openai_diffusion
+        diffusion = mode == "on" or (mode == "auto" and vllm)  # the checkpoint is a diffusion model (load_local)
+        return cls(endpoint, headers, model, local, diffusion, server)
 
     # -- engine.seam.InfillBackend -------------------------------------------------------------------------------
     @property
@@ -113,42 +129,58 @@ class OpenAIBackend(LocalSide):
 
     @property
     def name(self) -> str:
-        return f"{self.model} ({self.endpoint}, no drafts)"
+        canvases = ", per-request canvases" if self.diffusion else ""
+        return f"{self.model} ({self.server or 'OpenAI-compatible'} at {self.endpoint}{canvases}, no drafts)"
 
     @property
     def prompt_format(self) -> Any:
         return self._format
 
-    def settings_in_force(self) -> dict[str, Any]:
-        return {"backend": "openai", "endpoint": str(self.endpoint), "model": self.model,
-                "prompt_format": self._format.name,
-                "sampler": "the server's (vLLM: --hf-overrides, --diffusion-config)"}
+    def settings_in_force(self, **overrides: Any) -> dict[str, Any]:
+        steps = overrides.get("steps") or self.local.default_steps
+        per_request = ({"diffusion_canvas_length": "the hole's canvas", "diffusion_max_steps": steps}
+                       if self.diffusion else "none (a plain OpenAI request: the server's canvas and steps)")
+        return {"backend": "openai", "endpoint": str(self.endpoint), "model": self.model, "server": self.server,
+                "prompt_format": self._format.name, "vllm_xargs": per_request,
+                "sampler": "the server's (vLLM: the checkpoint's generation_config.json, or --generation-config DIR)"}
+
+    def request(self, context_ids: list[int], canvas_length: int, steps: int | None = None,
+                max_canvases: int = 1) -> tuple[str, dict[str, Any]]:
+        """(path, body) of the request `infill` sends for one fill."""
+        max_tokens = canvas_length * max_canvases
+        messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
+        if messages is not None:
+            path, body = "chat/completions", {"model": self.model, "messages": messages,
+                                              "max_completion_tokens": max_tokens, "stream": True,
+                                              "chat_template_kwargs": self.template_kwargs}
+        else:  # FIM, or ids this backend did not lay out: the token ids as they are
+            path, body = "completions", {"model": self.model, "prompt": list(context_ids), "max_tokens": max_tokens,
+                                         "stream": True}
+        if self.diffusion:  # the embedded engine's canvas and step budget for this hole (never seed/temperature:
+            # vLLM refuses those for diffusion models)
+            body["vllm_xargs"] = {"diffusion_canvas_length": canvas_length,
+                                  "diffusion_max_steps": steps or self.local.default_steps}
+        return path, body
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
                on_step: Callable[[Any], None] | None = None, draft_text: bool = False) -> RemoteResult:
-        """One request; `steps` and `entropy_bound` are the server's to set (vLLM takes them per server)."""
+        """One request; on vLLM the canvas and `steps` go with it, `entropy_bound` and `seed` stay the server's."""
         if not self.status.ready:
             self._recheck()
-            return RemoteResult("", cancelled=True, error=self.status.message)
-        max_tokens = canvas_length * max_canvases
-        messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
-        if messages is not None:
-            path, body = "chat/completions", {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                                              "stream": True, "chat_template_kwargs": self.template_kwargs}
-        else:  # FIM, or ids this backend did not lay out: the token ids as they are
-            path, body = "completions", {"model": self.model, "prompt": list(context_ids), "max_tokens": max_tokens,
-                                         "stream": True}
+            return RemoteResult.failed(self.status.message)
+        path, body = self.request(context_ids, canvas_length, steps, max_canvases)
         t0 = time.perf_counter()
         try:
             out = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
         except RemoteError as exc:
             log.warning("%s/%s: %s", self.endpoint, path, exc)
-            return RemoteResult("", cancelled=True, error=str(exc))
+            return RemoteResult.failed(f"{self.endpoint}/{path} failed: {exc}")
         except httpx.TransportError as exc:
-            self.status.set_state("error", f"{self.endpoint} is not answering ({type(exc).__name__}: {exc})")
+            why = f"{self.endpoint} is not answering ({type(exc).__name__}: {exc})"
+            self.status.set_state("error", why)
             self._recheck()
-            return RemoteResult("", cancelled=True, error=str(exc))
+            return RemoteResult.failed(why)
         if out is None:
             return RemoteResult("", cancelled=True)
         out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3
@@ -185,9 +217,10 @@ async def _make_async(endpoint: Endpoint, headers: dict[str, str]) -> httpx.Asyn
 
 
 async def _stream(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> RemoteResult:
-    """Concatenate a streamed completion (`choices[0].text`) or chat completion (`choices[0].delta.content`)."""
+    """Concatenate a streamed completion (`choices[0].text`) or chat completion (`choices[0].delta.content`) and
+    read its `finish_reason` ("stop", "length": kept; "abort", "error": the fill failed)."""
     parts: list[str] = []
-    pieces = 0
+    pieces, finish = 0, None
     async with http.stream("POST", path, json=body) as resp:
         await raise_for_error(resp)
         async for ev in sse_data(resp):
@@ -196,4 +229,16 @@ async def _stream(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> R
                 if text:
                     parts.append(text)
                     pieces += 1
-    return RemoteResult("".join(parts), steps=pieces)
+                finish = choice.get("finish_reason") or finish
+    if finish in FAILED_FINISH:
+        raise RemoteError(f"the server ended the request with finish_reason {finish!r}")
+    return RemoteResult("".join(parts), steps=pieces, finish_reason=finish)
+
+
+def _vllm_version(http: httpx.Client, endpoint: Endpoint) -> str:
+    """"vLLM <version>" from vLLM's `GET /version` (beside /v1), or plain "vLLM" when it does not answer."""
+    try:
+        resp = http.get(httpx.URL(endpoint.url).join("/version"))
+        return f"vLLM {resp.json()['version']}" if resp.status_code == 200 else "vLLM"
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return "vLLM"

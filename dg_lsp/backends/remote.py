@@ -30,7 +30,8 @@ StateListener = Callable[[str, str], None]  # (state "ready" | "error", message)
 
 @dataclass
 class RemoteResult:
-    """engine.seam.FillResult of a remote fill; `error` says why an empty, cancelled result has no text."""
+    """engine.seam.FillResult of a remote fill: a text, a cancel (the caller's flag closed the request), or a
+    failure (`error`: the server's error, a refused or dropped connection; `text` "" and `cancelled` False)."""
 
     text: str
     steps: int = 0
@@ -38,6 +39,12 @@ class RemoteResult:
     reused_prefix_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    confidence: float | None = None  # the engine service's; None from an OpenAI-compatible server (unknown)
+    finish_reason: str | None = None  # an OpenAI stream's ("length": the last canvas did not reach an end token)
+
+    @classmethod
+    def failed(cls, error: str, steps: int = 0) -> RemoteResult:
+        return cls("", steps=steps, error=error)
 
 
 @dataclass

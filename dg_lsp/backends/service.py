@@ -3,7 +3,7 @@
 Prompts are tokenized here with the service's own tokenizer files (fetched once, checked by sha256) and sent as
 token ids with the dg extension, so a fill through the service is the fill the embedded engine would make.
 Drafts stream back after every step. A watcher polls `/health` every `WATCH_S`: the service going away turns
-the state to "error" within a second (dg/status follows), fills then answer empty at once, and the state turns
+the state to "error" within a second (dg/status follows), fills then fail at once with that reason, and the state turns
 "ready" again when the service is back (restarted by this watcher when `autoStart` is on).
 """
 
@@ -159,7 +159,7 @@ class ServiceBackend(LocalSide):
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
                on_step: Callable[[Any], None] | None = None, draft_text: bool = False) -> RemoteResult:
         if not self.status.ready:
-            return RemoteResult("", cancelled=True, error=self.status.message)
+            return RemoteResult.failed(self.status.message)
         body = {"model": self.model_name, "prompt": list(context_ids), "max_tokens": canvas_length * max_canvases,
                 "stream": True, "dg": {"canvas_length": canvas_length, "max_canvases": max_canvases, "steps": steps,
                                        "entropy_bound": entropy_bound, "seed": seed, "drafts": True,
@@ -176,14 +176,18 @@ class ServiceBackend(LocalSide):
             out = self._loop.call(lambda put: _stream_fill(self._http, body, put), cancel,
                                   abort=lambda: not self.status.ready, on_event=step)
         except RemoteError as exc:
-            if exc.status != 409:  # 409: superseded or cancelled at the service, an ordinary end
-                log.warning("engine service fill failed: %s", exc)
-            return RemoteResult("", steps=seen[0], cancelled=True, error=str(exc))
+            if exc.status == 409:  # superseded or cancelled at the service (by this client): an ordinary end
+                return RemoteResult("", steps=seen[0], cancelled=True)
+            log.warning("engine service fill failed: %s", exc)
+            return RemoteResult.failed(f"the engine service failed the fill: {exc}", seen[0])
         except httpx.TransportError as exc:
             self.status.set_state("error", f"the engine service at {self.endpoint} went away ({exc})")
-            return RemoteResult("", steps=seen[0], cancelled=True, error=str(exc))
+            return RemoteResult.failed(f"the engine service at {self.endpoint} went away "
+                                       f"({type(exc).__name__}: {exc})", seen[0])
         if out is None:
-            return RemoteResult("", steps=seen[0], cancelled=True, error=None if self.status.ready else "service gone")
+            if self.status.ready or (cancel is not None and cancel.cancelled):
+                return RemoteResult("", steps=seen[0], cancelled=True)
+            return RemoteResult.failed(self.status.message, seen[0])  # the watcher saw the service go
         out.timings["http_ms"] = (time.perf_counter() - t0) * 1e3
         return out
 
@@ -233,9 +237,11 @@ async def _stream_fill(http: httpx.AsyncClient, body: dict[str, Any], put: Calla
                 continue
             choice = (ev.get("choices") or [{}])[0]
             if choice.get("finish_reason") is not None:
+                confidence = dg.get("confidence")
                 return RemoteResult(choice.get("text", ""), steps=int(dg.get("steps", 0)),
                                     reused_prefix_tokens=int(dg.get("reused_prefix_tokens", 0)),
-                                    timings=dict(dg.get("timings") or {}))
+                                    timings=dict(dg.get("timings") or {}),
+                                    confidence=float(confidence) if isinstance(confidence, int | float) else None)
     raise RemoteError("the engine service ended the stream without a result")
 
 

@@ -16,43 +16,99 @@ from collections.abc import Generator
 from typing import Any
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from dg_lsp.edits import lsp_text_edit
+from dg_lsp.documents import Snapshot, offset_at
+from dg_lsp.edits import lsp_text_edit, to_lsp_range, word_char
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.pipeline import LOW_CONFIDENCE
 from dg_lsp.session import DgServer, Received, request_task
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
+KINDS = {FILL_HOLE: T.CodeActionKind.QuickFix, REWRITE_SELECTION: T.CodeActionKind.RefactorRewrite}
 MAX_POSITION = 2**31 - 1  # LSP's uinteger
 SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and canvases would be unbounded)
 INSTRUCTION_MAX_CHARS = 2_000  # a rewrite's instruction is one request, not a document
 
 
 def register(server: DgServer) -> None:
-    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
-                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.RefactorRewrite]))
-    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=list(KINDS.values())))
+    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
         return code_actions(ls, params)
 
     server.command(FILL_HOLE)(command)
     server.command(REWRITE_SELECTION)(command)
 
 
-def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command]:
-    """"Fill hole" at the range's start; "Rewrite selection" too when the range is not empty."""
+def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
+    """"Fill hole" (quickfix) at the cursor, and "Rewrite selection" (refactor.rewrite) when the range is a
+    selection. The cursor is the range's start, or its end when the range is just the word at the cursor (see
+    `is_word`). CodeActions with their kind for a client that takes them (codeActionLiteralSupport), else plain
+    Commands; `context.only` keeps the kinds it names and their sub-kinds either way. Where the confidence gate
+    withheld the last command's fill in this document and version, "... anyway" (the same command with force)."""
     uri = params.text_document.uri
-    version = ls.doc_version(uri)
-    if version is None:
+    identity = ls.store.identity(uri)
+    document = ls.store.get(uri)
+    if identity is None or document is None:
         return []
+    opened, version = identity
     doc = {"uri": uri, "version": version}
     rng = params.range
-    actions = [T.Command(title="Fill hole", command=FILL_HOLE,
-                         arguments=[{"textDocument": doc, "position": rng.start}])]
-    if rng.start != rng.end:
-        actions.append(T.Command(title="Rewrite selection", command=REWRITE_SELECTION,
-                                 arguments=[{"textDocument": doc, "range": rng, "widen": False}]))
+    start, end = sorted(offset_at(document.text, p.line, p.character, ls.encoding, document.starts)
+                        for p in (rng.start, rng.end))
+    word = start != end and is_word(document.text, start, end)
+    selection = start != end and not word
+    cursor = max(rng.start, rng.end, key=lambda p: (p.line, p.character)) if word else rng.start
+    # documentOpen: which open of the document the positions were read from (a reopened one starts at version 1)
+    offered = [("Fill hole", FILL_HOLE, {"textDocument": doc, "position": cursor, "documentOpen": opened})]
+    if selection:
+        offered.append(("Rewrite selection", REWRITE_SELECTION, {"textDocument": doc, "range": rng, "widen": False,
+                                                                 "documentOpen": opened}))
+    if (anyway := _anyway(ls, uri, identity, start, end)) is not None:
+        offered.append(anyway)
+    only = params.context.only
+    caps = ls.client_capabilities.text_document
+    literals = getattr(caps and caps.code_action, "code_action_literal_support", None) is not None
+    actions: list[T.Command | T.CodeAction] = []
+    for title, name, arg in offered:
+        if only is not None and not any(kind_within(KINDS[name], str(getattr(k, "value", k))) for k in only):
+            continue
+        cmd = T.Command(title=title, command=name, arguments=[arg])
+        actions.append(T.CodeAction(title=title, kind=KINDS[name], command=cmd) if literals else cmd)
     return actions
+
+
+def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], lo: int, hi: int
+            ) -> tuple[str, str, dict[str, Any]] | None:
+    """The withheld command near offsets lo..hi (in this open and version of the document) with force: true."""
+    held = ls.withheld.get(uri)
+    if held is None or held[0] != identity:
+        return None
+    _, start, end, rewrite, confidence = held
+    if hi < start or lo > end:
+        return None
+    snap = ls.store.snapshot(uri, 0.0)
+    span = to_lsp_range(snap, start, end, ls.encoding)
+    doc = {"uri": uri, "version": identity[1]}
+    where = {"range": {"start": span.start, "end": span.end}, "widen": False} if rewrite else {"position": span.start}
+    title = f"{'Rewrite selection' if rewrite else 'Fill hole'} anyway (confidence {confidence:.2f})"
+    return title, REWRITE_SELECTION if rewrite else FILL_HOLE, {"textDocument": doc, **where,
+                                                                 "documentOpen": identity[0], "force": True}
+
+
+def kind_within(kind: str, asked: str) -> bool:
+    """LSP's hierarchical kinds: `refactor` asks for `refactor.rewrite` too; the empty kind asks for all."""
+    return not asked or kind == asked or kind.startswith(asked + ".")
+
+
+def is_word(text: str, start: int, end: int) -> bool:
+    """Is text[start:end] (non-empty) exactly one whole word: identifier characters only (letters, digits, `_`,
+    `$`), with none just before or after it? Such a range is not a selection: it is what a client sends for the
+    cursor when no region is active (eglot sends the bounds of the symbol at point)."""
+    if start >= end or not all(word_char(ch) for ch in text[start:end]):
+        return False
+    return not (start > 0 and word_char(text[start - 1])) and not (end < len(text) and word_char(text[end]))
 
 
 def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any, dict[str, Any]]:
@@ -78,7 +134,8 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     uri, snap = arg["uri"], seen.snap
     if snap is None:
         return done(False, f"unknown document {uri}")
-    if (arg["version"] is not None and arg["version"] != snap.version) or ls.moved_on(snap):
+    if ((arg["version"] is not None and arg["version"] != snap.version)
+            or (arg["open"] is not None and arg["open"] != snap.opened) or ls.moved_on(snap)):
         return done(False, "document changed")
     if rewrite:
         start, end = sorted((ls.offset(snap, arg["start"]), ls.offset(snap, arg["end"])))
@@ -105,11 +162,16 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
         ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
         _cancel_on_progress_cancel(ls, token)
     try:
-        out = await ls.fill(snap, hole, "command", seen.trace, token)
+        out = await ls.fill(snap, hole, "command", seen.trace, token, force=arg["force"])
     finally:
         if token is not None:
             ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
     ls.report(out.stats, seen.trace, after_answer=False)
+    if out.error is not None:  # the backend failed (a remote server's error): say so, edit nothing
+        ls.warn(f"dg-lsp: the fill failed: {out.error}")
+        return done(False, f"error: {out.error}")
+    if out.reason == LOW_CONFIDENCE and out.confidence is not None:
+        return withheld(ls, snap, start, end, rewrite, out.confidence, done(False, LOW_CONFIDENCE))
     if out.fill is None:
         return done(False, out.reason)
     edit = lsp_text_edit(snap, hole, out.fill, ls.encoding)
@@ -119,11 +181,27 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     versioned = T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version)
     doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
     label = "dg: rewrite selection" if rewrite else "dg: fill hole"
-    res = await ls.workspace_apply_edit_async(
-        T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
-    if not res.applied:
-        return done(False, res.failure_reason or "the client did not apply the edit")
+    try:
+        res = await ls.workspace_apply_edit_async(
+            T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
+    except JsonRpcException as error:  # the client answered with an error: not applied, and why
+        return done(False, f"the client did not apply the edit: {error.message or f'error {error.code}'}")
+    if res is None or not res.applied:
+        return done(False, (res and res.failure_reason) or "the client did not apply the edit")
     return done(True, None)
+
+
+def withheld(ls: DgServer, snap: Snapshot, start: int, end: int, rewrite: bool, confidence: float,
+             result: dict[str, Any]) -> dict[str, Any]:
+    """The command's answer when the confidence gate withheld its fill: nothing edited, the user told why and how
+    to apply it anyway (the "... anyway" code action, or the command again with force: true)."""
+    gate = ls.min_confidence()
+    ls.withheld[snap.uri] = (snap.identity, start, end, rewrite, confidence)
+    what = "rewrite" if rewrite else "fill"
+    ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=(
+        f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply it "
+        f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here.")))
+    return {**result, "confidence": round(confidence, 4), "minConfidence": gate}
 
 
 def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:
@@ -161,7 +239,14 @@ def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, A
             raise bad(f"{name} must be {{line, character}} with integers in 0..{MAX_POSITION}")
         return T.Position(line=v["line"], character=v["character"])
 
-    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "widen": False, "instruction": None}
+    opened = a.get("documentOpen")
+    if opened is not None and not _nat(opened):
+        raise bad("documentOpen must be a non-negative integer when given")
+    force = a.get("force", False)
+    if not isinstance(force, bool):
+        raise bad("force must be a boolean when given")
+    out: dict[str, Any] = {"uri": doc["uri"], "version": version, "open": opened, "widen": False,
+                           "instruction": None, "force": force}
     if command == REWRITE_SELECTION:
         r = a.get("range")
         if not isinstance(r, dict):

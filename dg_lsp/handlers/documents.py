@@ -20,6 +20,7 @@ def register(server: DgServer) -> None:
         d = params.text_document
         ls.worker.cancel_document(d.uri, "reopened")
         ls.shown.pop(d.uri, None)
+        ls.withheld.pop(d.uri, None)
         doc = ls.store.open(d.uri, d.language_id, d.version, d.text, OPEN_PARSE_S)
         if not doc.tree_fresh:
             ls.catch_up(d.uri)
@@ -41,5 +42,6 @@ def register(server: DgServer) -> None:
         uri = params.text_document.uri
         ls.worker.cancel_document(uri, "closed")
         ls.shown.pop(uri, None)
+        ls.withheld.pop(uri, None)
         ls.note_change(uri, None)
         ls.store.close(uri)

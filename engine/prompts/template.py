@@ -41,9 +41,11 @@ def find_chat_template(checkpoint: Path) -> tuple[str, str] | None:
 class ChatTemplate:
     """Renders messages with `apply_chat_template(..., add_generation_prompt=True)`, thinking off through the
     template's own `enable_thinking` switch when it has one. Special-token strings come from tokenizer_config.json,
-    else from the config's ids looked up in the tokenizer (a template's `bos_token` must never render as "None")."""
+    else from the config's ids looked up in the tokenizer (a template's `bos_token` must never render as "None").
+    `tokenizer`: the checkpoint's tokenizer object (else its tokenizer.json is read; a GGUF may have none)."""
 
-    def __init__(self, checkpoint: Path, template: str, source: str, special: dict[str, str]) -> None:
+    def __init__(self, checkpoint: Path, template: str, source: str, special: dict[str, str],
+                 tokenizer: Any = None) -> None:
         from transformers import PreTrainedTokenizerFast
 
         path = Path(checkpoint)
@@ -57,7 +59,9 @@ class ChatTemplate:
                 tokens[key] = value
         self.source = source
         self.thinking_switch = "enable_thinking" in template
-        self._tok = PreTrainedTokenizerFast(tokenizer_file=str(path / "tokenizer.json"), **tokens)
+        source_tok = ({"tokenizer_file": str(path / "tokenizer.json")} if tokenizer is None
+                      else {"tokenizer_object": tokenizer})  # transformers deep-copies the object
+        self._tok = PreTrainedTokenizerFast(**source_tok, **tokens)
         self._tok.chat_template = template
         for key in _SPECIAL_KEYS:
             if key in template and key not in tokens:

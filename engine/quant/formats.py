@@ -6,6 +6,8 @@ A weight is (..., N, K): N output channels, K input features; leading dims are e
 - int4: group-wise along K (groups of 128, the last group may be shorter), two nibbles per byte (low nibble = even
   column), one bf16 scale per group; asymmetric groups also store a uint8 zero point, symmetric ones use zero 8.
 - fp8: e4m3 (float8_e4m3fn) per output channel, one fp32 scale per row (the compressed-tensors FP8-dynamic layout).
+- gguf:<TYPE> (read from a GGUF file, never made here): qweight holds the packed ggml rows (..., N, row_bytes) uint8,
+  scales inside the blocks (engine.formats.gguf_quants); `scale` is empty.
 Scales are rounded (up) to their storage dtype before the weight is divided by them, so storing a scale adds no
 error and clips nothing: every weight is within half a step of its stored value.
 """
@@ -167,6 +169,10 @@ def quantize(w: torch.Tensor, fmt: str, device: torch.device | str | None = None
 def dequantize(p: QuantParts, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """QuantParts -> float weight (..., N, K) in `dtype` (computed in fp32)."""
     k = p.shape[-1]
+    if p.fmt.startswith("gguf:"):  # packed ggml blocks, as a GGUF file stores them (engine.formats.gguf)
+        from engine.formats.gguf_quants import dequantize as dequantize_blocks
+
+        return dequantize_blocks(p.qweight, p.fmt.removeprefix("gguf:"), k, dtype)
     if p.fmt in ("int8", "fp8"):
         w = p.qweight.float().mul_(p.scale.float())
     elif p.fmt == "int4":

@@ -2,9 +2,10 @@
 `QuantWeight` replaces a 3D expert tensor (the MoE's `grouped_linear` hands it the sorted rows). Which of a model's
 weights get quantized, and the swap on a (meta) model, live here too.
 
-Matmul paths: on CUDA with Triton, the grouped kernel `engine.kernels.moe_quant` dequantizes tiles on the fly (a plain
-linear is one expert); elsewhere the weight (a whole expert stack) is dequantized to the activation dtype and run
-with torch's dense (grouped) GEMM: correct, slower, a transient full-size copy of one weight at a time.
+Matmul paths: on CUDA with Triton, the grouped kernel `engine.kernels.moe_quant` (ggml blocks read from a GGUF:
+`engine.kernels.gguf_moe`) dequantizes tiles on the fly (a plain linear is one expert); elsewhere the weight (a whole
+expert stack) is dequantized to the activation dtype and run with torch's dense (grouped) GEMM: correct, slower, a
+transient full-size copy of one weight at a time.
 """
 
 from __future__ import annotations
@@ -67,14 +68,22 @@ class QuantWeight(nn.Module):
 
         return moe_quant.triton is not None
 
+    def _kernel(self):
+        """The Triton launcher for this format: ggml blocks (engine.kernels.gguf_moe) or int8/int4/fp8."""
+        if self.fmt.startswith("gguf:"):
+            from engine.kernels.gguf_moe import gguf_moe_linear
+
+            return gguf_moe_linear
+        from engine.kernels.moe_quant import moe_quant_linear
+
+        return moe_quant_linear
+
     def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """x (S, K) rows sorted by expert, offsets (E,) int32 cumulative row ends (on the device) -> (S, N) in x's
         dtype."""
         x = self._act(x)
         if self._use_kernel(x):
-            from engine.kernels.moe_quant import moe_quant_linear
-
-            return moe_quant_linear(x, self.parts, offsets)
+            return self._kernel()(x, self.parts, offsets)
         from engine.moe import grouped_linear
 
         # Elsewhere: the whole stack (E, N, K) dequantized to x's dtype, then the dense grouped GEMM (torch's
@@ -86,14 +95,12 @@ class QuantWeight(nn.Module):
         """x (..., K) -> (..., N) for a 2D weight."""
         x = self._act(x)
         if self._use_kernel(x):
-            from engine.kernels.moe_quant import moe_quant_linear
-
             flat = x.reshape(-1, x.shape[-1])
             offsets = torch.full((1,), flat.shape[0], dtype=torch.int32, device=x.device)
             parts = self.parts
             one = QuantParts(parts.fmt, (1, *parts.shape), parts.qweight[None], parts.scale[None],
                              parts.zero[None] if parts.zero is not None else None, parts.group_size)
-            return moe_quant_linear(flat, one, offsets).view(*x.shape[:-1], -1)
+            return self._kernel()(flat.contiguous(), one, offsets).view(*x.shape[:-1], -1)
         return F.linear(x, self.dequantize(x.dtype))
 
 

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from engine.config import TextConfig
+from engine.formats import gguf
 from engine.quant import memory
 from engine.quant.checkpoint import fp8_dynamic_scheme, quantization_config
 from engine.quant.formats import INT4_GROUP, INT4_SYMMETRIC, QUANTIZED, QuantParts, dequantize, quantize
@@ -23,11 +24,15 @@ WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")
 
 @dataclass
 class WeightPlan:
-    """Target format `fmt` ("bf16" = not quantized: the compute dtype) on `device`; `convert` is the loader's hook."""
+    """Target format `fmt` ("bf16" = not quantized: the compute dtype) on `device`; `convert` is the loader's hook.
+    `as_stored`: the checkpoint is served in its own quantized format, so a tensor it stores unquantized (its
+    `ignore` list, e.g. the published FP8 checkpoint's self-conditioning MLP, or any bf16 weight without a scale)
+    stays unquantized, as the checkpoint's scheme computes it."""
 
     fmt: str
     device: torch.device
     dtype: torch.dtype
+    as_stored: bool = False
     symmetric: bool = INT4_SYMMETRIC
     group_size: int = INT4_GROUP
     parts: dict[str, QuantParts] = field(default_factory=dict)
@@ -35,8 +40,11 @@ class WeightPlan:
     def convert(self, key: str, value: torch.Tensor | QuantParts) -> dict[str, torch.Tensor]:
         """One checkpoint tensor (our state-dict key) -> the state-dict entries it becomes on the device."""
         quant = self.fmt in QUANTIZED and is_target(key)
+        if self.as_stored and not isinstance(value, QuantParts):
+            quant = False
         if isinstance(value, QuantParts):
-            if quant and value.fmt == self.fmt:  # fp8 checkpoint served as fp8: the stored bytes, unchanged
+            same = value.fmt == self.fmt or (self.fmt == "gguf" and value.fmt.startswith("gguf:"))
+            if same and is_target(key):  # a checkpoint served in its own format: the stored bytes, unchanged
                 return self._entries(key, value.to(self.device))
             # dequantized on the device, in the compute dtype (one tensor at a time)
             value = dequantize(value.to(self.device), self.dtype)
@@ -104,7 +112,10 @@ def _trim_heap() -> None:
 
 
 def own_format(path: Path) -> str | None:
-    """The checkpoint's own quantized format: "fp8" for a compressed-tensors FP8 checkpoint, else None."""
+    """The checkpoint's own quantized format: "fp8" for a compressed-tensors FP8 checkpoint, "gguf" for a GGUF file
+    (its blocks, whatever their types), else None."""
+    if gguf.is_gguf(path):
+        return "gguf"
     raw = quantization_config(path)
     if raw is None:
         return None
@@ -120,5 +131,16 @@ def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dty
         raise ValueError(f"weights must be one of {WEIGHTS}; got {weights!r}")
     own = own_format(path)
     free = memory.free_bytes(device) if free is None else free
+    if own == "gguf":
+        if weights == "auto":  # the blocks stay packed, dequantized per matmul
+            overhead = memory.overhead_bytes(device)
+            fit = memory.Fit("gguf", gguf.weight_bytes(path, dtype.itemsize),
+                             memory.reserve_bytes(cfg, dtype.itemsize, context_tokens, overhead=overhead), free)
+            if not fit.fits:
+                raise memory.FitError(f"{path}: needs {fit.weights / memory.GB:.1f} GB of packed weights "
+                                      f"(+{fit.reserve / memory.GB:.1f} GB for the KV cache and the fill), the device "
+                                      f"has {free / memory.GB:.1f} GB free: use a smaller quant of the file")
+            return WeightPlan("gguf", device, dtype, as_stored=True)
+        own = None  # an explicit format: every tensor dequantized, then made as from a bf16 checkpoint
     fit = memory.choose(cfg, weights, free, dtype.itemsize, own, context_tokens, memory.overhead_bytes(device))
-    return WeightPlan(fit.fmt, device, dtype)
+    return WeightPlan(fit.fmt, device, dtype, as_stored=own is not None and fit.fmt == own)

@@ -1,9 +1,11 @@
 """The service's HTTP app (starlette): health, models, checkpoint files, completions and chat completions.
 
-Every request passes `Guard` first: with an API key, a request without `Authorization: Bearer <key>` gets 401
-before its body is read, so it is never queued. Bodies are read up to the size limit, parsed and checked
-(engine.service.requests) before a job is queued; a streamed request whose client goes away is cancelled, and so
-is a plain one (a watcher waits for the disconnect while the job runs), so the engine stops within one step.
+Every request passes `Guard` first: with an API key, a request without `Authorization: Bearer <key>` (the scheme
+in any case, RFC 9110) gets 401 before its body is read, so it is never queued. Bodies are read up to the size
+limit on the event loop; parsing, checking, chat-template rendering and tokenizing (engine.service.requests), and
+building the final answer, run in a worker thread, so a 1 MiB prompt (seconds of tokenizing) never holds up
+`/health` or other clients. A streamed request whose client goes away is cancelled, and so is a plain one (a
+watcher waits for the disconnect while the job runs), so the engine stops within one step.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from engine.service.requests import (
     parse_completion,
 )
 from engine.service.scheduler import Job, QueueFull, Scheduler
+from engine.service.stop import cut, visible
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +119,25 @@ class Guard:
 
     def __init__(self, app: ASGIApp, state: ServiceState) -> None:
         self.app, self.state = app, state
-        self._want = f"Bearer {state.api_key}".encode() if state.api_key else None
+        self._want = state.api_key.encode() if state.api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             self.state.last_request = time.monotonic()
             if self._want is not None:
                 got = dict(scope.get("headers") or []).get(b"authorization", b"")
-                if not secrets.compare_digest(got, self._want):
+                if not secrets.compare_digest(bearer_token(got), self._want):
                     body = error_body("a valid API key is required: send Authorization: Bearer <key>", 401)
                     await JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+def bearer_token(header: bytes) -> bytes:
+    """The credentials of an `Authorization: Bearer <token>` header, b"" for any other scheme. The scheme is
+    case-insensitive and may be followed by several spaces (RFC 9110 section 11.4)."""
+    scheme, _, token = header.strip(b" \t").partition(b" ")
+    return token.lstrip(b" ") if scheme.lower() == b"bearer" else b""
 
 
 def create_app(state: ServiceState) -> Starlette:
@@ -186,7 +196,7 @@ def _unavailable(state: ServiceState) -> Response:
     return JSONResponse(error_body(why, 503), 503)
 
 
-async def _read_json(request: Request, limit: int) -> Any:
+async def _read_body(request: Request, limit: int) -> bytes:
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > limit):
         raise BadRequest(f"the body must be at most {limit} bytes (Content-Length {length})", status=413)
@@ -195,10 +205,24 @@ async def _read_json(request: Request, limit: int) -> Any:
         buf += chunk
         if len(buf) > limit:
             raise BadRequest(f"the body must be at most {limit} bytes", status=413)
+    return bytes(buf)
+
+
+def _parse(raw: bytes, state: ServiceState, chat: bool) -> Parsed:
+    """A body -> a checked request with its prompt tokenized (a worker thread: time grows with the body)."""
     try:
-        return json.loads(bytes(buf), parse_constant=_no_constants)
+        body = json.loads(raw, parse_constant=_no_constants)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    if not chat:
+        return parse_completion(body, state.info, state.limits)
+    if state.chat is None:
+        raise BadRequest(state.chat_error)
+    template = state.chat
+    try:
+        return parse_chat(body, state.info, state.limits, lambda m, kw, gen: render(template, m, kw, gen))
+    except ValueError as exc:  # the chat template refused the messages
+        raise BadRequest(str(exc), "messages") from None
 
 
 def _no_constants(name: str) -> Any:
@@ -209,18 +233,10 @@ async def _fill(request: Request, state: ServiceState, chat: bool) -> Response:
     if state.state != "ready":
         return _unavailable(state)
     try:
-        body = await _read_json(request, state.limits.max_body_bytes)
-        if chat:
-            if state.chat is None:
-                raise BadRequest(state.chat_error)
-            template = state.chat
-            parsed = parse_chat(body, state.info, state.limits, lambda m, kw, gen: render(template, m, kw, gen))
-        else:
-            parsed = parse_completion(body, state.info, state.limits)
+        raw = await _read_body(request, state.limits.max_body_bytes)
+        parsed = await asyncio.to_thread(_parse, raw, state, chat)
     except BadRequest as exc:
         return JSONResponse(error_body(exc.message, exc.status, exc.param), exc.status)
-    except ValueError as exc:  # the chat template refused the messages
-        return JSONResponse(error_body(str(exc), 400, "messages"), 400)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -238,7 +254,7 @@ async def _fill(request: Request, state: ServiceState, chat: bool) -> Response:
                                  headers={"Cache-Control": "no-cache"})
     kind, payload = await _terminal(request, state, job, events)
     if kind == "done":
-        return JSONResponse(reply.final(payload, chunk=False))
+        return JSONResponse(await asyncio.to_thread(reply.final, payload, False))
     status = {"cancelled": 409, "gone": 499}.get(kind, 500)
     return JSONResponse(error_body(f"cancelled: {payload}" if kind == "cancelled" else str(payload), status), status)
 
@@ -279,7 +295,7 @@ async def _stream(state: ServiceState, job: Job, events: asyncio.Queue, reply: _
                 yield _sse(reply.draft(payload))
                 continue
             if kind == "done":
-                yield _sse(reply.final(payload, chunk=True))
+                yield _sse(await asyncio.to_thread(reply.final, payload, True))
             else:
                 status = 409 if kind == "cancelled" else 500
                 yield _sse(error_body(f"cancelled: {payload}" if kind == "cancelled" else str(payload), status))
@@ -308,19 +324,26 @@ class _Reply:
         return completion_body(self.rid, self.state.name, text, finish, **extra)
 
     def draft(self, d: Any) -> dict[str, Any]:
-        dg = {"draft": d.text, "step": d.step, "steps": d.steps, "canvas": getattr(d, "canvas", 0)}
+        dg = {"draft": visible(d.text, self.parsed.stop), "step": d.step, "steps": d.steps,
+              "canvas": getattr(d, "canvas", 0)}
         return self._body("", None, True, dg=dg)
 
     def final(self, res: Any, chunk: bool) -> dict[str, Any]:
+        """The last body: the text cut to max_tokens, then before the first stop string (a worker thread: it may
+        decode and tokenize the whole answer)."""
         backend, max_tokens = self.state.backend, self.parsed.max_tokens
         ids = getattr(res, "ids", None)
         text = res.text
         if ids is not None and len(ids) > max_tokens:
             ids = ids[:max_tokens]
             text = backend.decode(ids)
+        text, stopped = cut(text, self.parsed.stop)
+        if stopped:
+            ids = None  # counted again below: the cut text's tokens
         n_out = len(ids) if ids is not None else len(backend.encode(text))
         n_in = len(self.parsed.spec.context_ids)
         usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
-        dg = {"steps": res.steps, "reused_prefix_tokens": res.reused_prefix_tokens,
+        dg = {"steps": res.steps, "reused_prefix_tokens": res.reused_prefix_tokens, "confidence": res.confidence,
               "timings": {k: round(v, 3) for k, v in res.timings.items()}}
-        return self._body(text, "length" if n_out >= max_tokens else "stop", chunk, usage=usage, dg=dg)
+        finish = "length" if n_out >= max_tokens and not stopped else "stop"
+        return self._body(text, finish, chunk, usage=usage, dg=dg)

@@ -3,8 +3,10 @@
 Both endpoints take the dg extension object `"dg"` beside the OpenAI fields (docs/PROTOCOL.md, "Engine service"):
 `canvas_length`, `max_canvases`, `steps`, `entropy_bound`, `seed`, `drafts` (with `stream: true`, one draft event
 after every denoising step), `draft_text` (default true; false sends the step numbers only) and `client` (the
-supersede key). Errors are `BadRequest`s whose message names the field; the app answers them as OpenAI error
-bodies (`{"error": {"message", "type", "param", "code"}}`, the shape current vLLM uses).
+supersede key). `stop` (a string or up to 4) is honoured (engine.service.stop). Text must be valid Unicode: a lone
+surrogate (`"\\ud800"` in the JSON) is a 400 naming the field, never a tokenizer crash. Errors are `BadRequest`s
+whose message names the field; the app answers them as OpenAI error bodies (`{"error": {"message", "type", "param",
+"code"}}`, the shape current vLLM uses).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.service.scheduler import FillSpec
+from engine.service.stop import MAX_STOP_CHARS, MAX_STOPS
 
 SEED_MAX = 2**63 - 1
 
@@ -65,6 +68,7 @@ class Parsed:
     max_tokens: int
     stream: bool
     client: str | None
+    stop: tuple[str, ...] = ()  # the answer ends before the first match of any (engine.service.stop)
 
 
 def parse_completion(body: Any, info: ModelInfo, limits: Limits) -> Parsed:
@@ -76,7 +80,10 @@ def parse_completion(body: Any, info: ModelInfo, limits: Limits) -> Parsed:
     suffix = body.get("suffix")
     if suffix is not None and not isinstance(suffix, str):
         raise BadRequest("suffix must be a string", "suffix")
+    if suffix is not None:
+        _unicode(suffix, "suffix")
     if isinstance(prompt, str):
+        _unicode(prompt, "prompt")
         if suffix is not None:
             if info.fim is None:
                 raise BadRequest("suffix needs a checkpoint with a fill-in-the-middle format", "suffix")
@@ -108,6 +115,7 @@ def parse_chat(body: Any, info: ModelInfo, limits: Limits,
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string role", "messages")
+        _unicode(m["role"], f"messages[{i}].role", "messages")
         content = m.get("content")
         if isinstance(content, list):  # OpenAI content parts: only text parts are meaningful here
             if not all(isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
@@ -116,6 +124,7 @@ def parse_chat(body: Any, info: ModelInfo, limits: Limits,
             content = "".join(p["text"] for p in content)
         if not isinstance(content, str):
             raise BadRequest(f"messages[{i}].content must be a string", "messages")
+        _unicode(content, f"messages[{i}].content", "messages")
         clean.append({"role": m["role"], "content": content})
     kwargs = body.get("chat_template_kwargs", {})
     kwargs = {} if kwargs is None else kwargs
@@ -125,6 +134,7 @@ def parse_chat(body: Any, info: ModelInfo, limits: Limits,
     if not isinstance(add_prompt, bool):
         raise BadRequest("add_generation_prompt must be true or false", "add_generation_prompt")
     text = render(clean, dict(kwargs), add_prompt)
+    _unicode(text, "the prompt rendered with chat_template_kwargs", "chat_template_kwargs")  # the messages are clean
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     return _parsed(body, info.encode(text), max_tokens, info, limits)
 
@@ -135,6 +145,8 @@ def _common(body: Any, info: ModelInfo) -> Mapping[str, Any]:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise BadRequest("model must be a string", "model")
+    if model is not None:
+        _unicode(model, "model")
     if model is not None and model != info.name:
         raise BadRequest(f"The model `{model}` does not exist.", "model", status=404)
     if body.get("n", 1) != 1 or body.get("best_of", 1) != 1:
@@ -188,9 +200,37 @@ def _parsed(body: Mapping[str, Any], ids: list[int], max_tokens: Any, info: Mode
     client = dg.get("client")
     if client is not None and not (isinstance(client, str) and 0 < len(client) <= 200):
         raise BadRequest("dg.client must be a string of 1..200 characters", "dg.client")
+    if client is not None:
+        _unicode(client, "dg.client")  # it goes into log lines
+    stop = _stops(body.get("stop"))
     spec = FillSpec(list(ids), canvas, canvases, steps, None if bound is None else float(bound), seed,
                     step_events=drafts, draft_text=draft_text)
-    return Parsed(spec, max_tokens, stream, client)
+    return Parsed(spec, max_tokens, stream, client, stop)
+
+
+def _stops(value: Any) -> tuple[str, ...]:
+    """OpenAI `stop`: null, a string, or a list of up to 4 strings."""
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not (isinstance(stops, list) and len(stops) <= MAX_STOPS
+            and all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
+        raise BadRequest(f"stop must be a string or a list of at most {MAX_STOPS} strings, each of 1.."
+                         f"{MAX_STOP_CHARS} characters", "stop")
+    for s in stops:
+        _unicode(s, "stop")
+    return tuple(dict.fromkeys(stops))
+
+
+def _unicode(text: str, what: str, param: str | None = None) -> None:
+    """Refuse text that is not valid Unicode: JSON can carry lone surrogates (`"\\ud800"`), which no tokenizer
+    or UTF-8 encoder takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"{what} is not valid Unicode: a lone surrogate (U+{ord(text[exc.start]):04X}) at "
+                         f"character {exc.start}; send UTF-8 text (surrogate pairs in JSON escapes must be "
+                         "complete)", param or what) from None
 
 
 def _is_int(v: Any) -> bool:

@@ -80,11 +80,18 @@ class Filler:
             self.tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
 
     def fill(self, context: list[int], canvas_length: int, seed: int) -> str:
+        return self.fill_scored(context, canvas_length, seed)[0]
+
+    def fill_scored(self, context: list[int], canvas_length: int, seed: int) -> tuple[str, float | None]:
+        """The fill and its confidence (engine.seam.fill_confidence; None through transformers)."""
         if self.backend == "engine":
             res = self.engine.infill(
                 context, canvas_length=canvas_length, steps=self.steps, entropy_bound=self.entropy_bound, seed=seed
             )
-            return res.text
+            return res.text, res.confidence
+        return self._fill_reference(context, canvas_length, seed), None
+
+    def _fill_reference(self, context: list[int], canvas_length: int, seed: int) -> str:
         torch = self.torch
         torch.manual_seed(seed)
         self.model.config.canvas_length = canvas_length
@@ -122,10 +129,11 @@ def run_holes(
         row = {"kind": hole.kind, "file": rel, "start": hole.start, "middle": middle}
         canvas = {"true": true_canvas(len(ex.middle), fmt.canvas_lengths), "server": server_canvas(hole.kind, middle)}
         fills = {"empty": "", "copy_line": copy_line_fill(prefix)}
+        confidence: dict[str, float | None] = {}
         for name in lengths:
             c = canvas[name]
             t0 = time.perf_counter()
-            fills[name] = filler.fill(ex.context, c, seed + i)
+            fills[name], confidence[name] = filler.fill_scored(ex.context, c, seed + i)
             t_fill[c].append(time.perf_counter() - t0)
         for name, fill in fills.items():
             row[name] = {
@@ -133,6 +141,7 @@ def run_holes(
                 "exact": exact(fill, middle),
                 "es": edit_similarity(fill, middle),
                 "parse_ok": error_count(parser, prefix + fill + suffix) <= base_errors[rel],
+                "confidence": confidence.get(name),
             }
         rows.append(row)
     latency = {c: sum(v) / len(v) for c, v in sorted(t_fill.items())}

@@ -39,6 +39,12 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
     "service": (["--quick"], {"embedded_p50_ms", "one_client_service_p50_ms", "all_clients_p50_ms", "outcomes",
                               "unanswered", "throughput", "steps_after_cancel_max", "service_rss_mb",
                               "service_gone_status_ms_max"}),
+    "service_loop": (["--quick"], {"chars", "rounds", "service_health_max_ms", "service_health_p50_ms", "health_polls",
+                                   "health_failed", "requests"}),
+    "gguf": (["--quick"], {"q4_k_m_bytes", "published_bytes", "kernel_max_rel_err", "dequantizer_max_rel_err",
+                           "logit_rel_err", "load_s", "mixes", "fit_4090", "machine"}),
+    "vllm_standin": (["--quick"], {"canvas_tokens_per_fill", "canvas_token_steps_per_fill",
+                                   "openai_vs_embedded_canvas_tokens", "keystroke_ms", "items", "errors"}),
     "step_profile": (["--quick"], {"syncs_per_step", "compiled_fullgraph", "graph_breaks", "ops_per_step",
                                    "encode_weight_passes_4k", "kv_bytes_per_token", "sliding_layers_bounded"}),
 }

@@ -498,7 +498,8 @@ end
 
 
 def start_real(editor: Editor, model: str | None, name: str = "demo.py", text: str = SOURCE, **settings) -> None:
-    editor.setup(REAL_CMD, {"modelPath": model, "device": "cpu", **settings})
+    # minConfidence 0: these cases check how fills land, not whether the shipped model's gate would show them
+    editor.setup(REAL_CMD, {"modelPath": model, "device": "cpu", "minConfidence": 0, **settings})
     editor.open(name, text)
     editor.wait_ready(REAL_READY_S)
     editor.lua(RECORD_ITEMS)
@@ -692,3 +693,40 @@ def test_default_model_refuses_an_instruction_clearly(editor):
     assert notes_with(editor, refusal), editor.lua("return _G.dg_notes")
     assert notes_with(editor, refusal)[0]["level"] == editor.lua("return vim.log.levels.WARN")
     assert not editor.lua("return vim.bo.modified")
+
+
+# --- a GGUF file as the model ----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (DEFAULT_MODEL / "config.json").exists(),
+                    reason="the shipped default model is not in engine/default_model")
+def test_gguf_model_ghost_text_tab_and_fill(editor, tmp_path):
+    """modelPath names a GGUF in the published layout (the shipped weights as Q8_0/F32, the tokenizer only in the
+    file's metadata, nothing beside it): :DgFill applies a fill (one undo), ghost text appears and Tab inserts it."""
+    from engine.formats.gguf_write import write_shipped
+
+    path = write_shipped(tmp_path / "gguf")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    editor.setup(REAL_CMD, {"modelPath": str(path), "device": "cpu"})
+    editor.open("distance.py", "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n"
+                "    dy = q[1] - p[1]\n    return math.\n")
+    editor.wait_ready(REAL_READY_S * 3)
+    editor.lua(RECORD_ITEMS)
+    assert path.name in editor.lua("return require('dg.status').get(0).model")  # the server's ready names it
+    lines = editor.lines()
+    editor.nvim.command("normal! 7G$")
+    editor.nvim.command("DgFill")
+    wait_for(lambda: editor.lines() != lines or "not applied" in editor.messages(), REAL_FILL_S * 3,
+             "the fill (or its refusal)")
+    assert "not applied" not in editor.messages(), editor.messages()
+    assert editor.lines()[:6] == lines[:6] and editor.lines()[6].startswith("    return math")
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == lines, 5, "one undo to restore")
+    editor.nvim.command("normal! 7G$")
+    editor.nvim.input("a ")
+    wait_for(editor.ghost, REAL_FILL_S * 3, "ghost text from the GGUF model")
+    item = editor.lua("return _G.dg_last_item")
+    before, at = buffer_text(editor), cursor_offset(editor)
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: buffer_text(editor) != before, 10, "the accept")
+    assert buffer_text(editor).encode() == before.encode()[:at] + item.encode() + before.encode()[at:]

@@ -6,7 +6,7 @@ import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
-from engine.denoise import denoise_step
+from engine.denoise import PROB_SCALE, denoise_step
 from engine.engine import Engine
 from engine.kv_cache import KVCache
 from engine.runner import Schedule, StepRunner, capacity_for
@@ -49,7 +49,11 @@ def test_a_bucketed_step_equals_the_exact_one(eng):
             denoise_step(eng.model, exact.kv, exact.state, vocab_pass_torch)
             denoise_step(eng.model, bucketed.kv, bucketed.state, vocab_pass_torch)
     torch.testing.assert_close(bucketed.state.soft, exact.state.soft, rtol=1e-3, atol=1e-3)  # 3 steps of drift
-    assert torch.equal(bucketed.state.out, exact.state.out)
+    c = exact.state.canvas.shape[1]
+    assert torch.equal(bucketed.state.out[:c + 2], exact.state.out[:c + 2])  # canvas, accepted, stopped
+    # the tokens' probabilities (in units of 1/PROB_SCALE) drift with the logits
+    torch.testing.assert_close(bucketed.state.out[c + 2:] / PROB_SCALE, exact.state.out[c + 2:] / PROB_SCALE,
+                               rtol=0, atol=1e-4)
 
 
 def test_the_traced_step_matches_transformers_logits(eng, tiny_mixed):

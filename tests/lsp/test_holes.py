@@ -230,3 +230,17 @@ def test_indent_unit_reads_lines_as_splitlines_does():
     for text in texts:
         assert indent_unit(text) == _indent_unit_by_lines(text), repr(text[:80])
     assert indent_unit("def f():\n  x = 1\n") == "  " and indent_unit("\tdef f():\n\t\tx\n") == "\t"
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_a_selection_ending_at_a_line_start_keeps_that_line_break(eol):
+    """Whole lines selected (start of line 1 to the start of line 3): the rewrite replaces lines 1-2 and the break
+    before line 3 stays, so a fill without a trailing newline does not join line 3 onto it (found by the eglot tier)."""
+    text = eol.join(["a = 1", "b = 2", "c = 3", "d = 4", ""])
+    snap = Document("file:///t.py", "python", 1, text).snapshot()
+    start, end = snap.starts[1], snap.starts[3]
+    h = hole_for_selection(snap, int(start), int(end))
+    assert h.replaced == "b = 2" + eol + "c = 3" and text[h.end:].startswith(eol + "d = 4")
+    whole = hole_for_selection(snap, 0, len(text))  # a selection to the end of a text ending with a break
+    assert whole.replaced == text[: -len(eol)]
+    assert hole_for_selection(snap, int(start), int(start) + 1).replaced == "b"  # not at a line start: as it was

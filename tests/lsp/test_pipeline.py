@@ -24,6 +24,8 @@ class Result:
     cancelled: bool = False
     reused_prefix_tokens: int = 0
     timings: dict = field(default_factory=lambda: {"total_ms": 2.0})
+    confidence: float | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -41,8 +43,8 @@ class Backend:
     splits_before_newline = False
     drafts = True
 
-    def __init__(self, text: str = "x + 1", steps: int = 3) -> None:
-        self.text, self.steps, self.calls = text, steps, 0
+    def __init__(self, text: str = "x + 1", steps: int = 3, confidence: float | None = None) -> None:
+        self.text, self.steps, self.calls, self.confidence = text, steps, 0, confidence
 
     def encode(self, text: str) -> list[int]:
         return [6 + b % 200 for b in text.encode()]
@@ -59,21 +61,22 @@ class Backend:
         for i in range(1, self.steps + 1):
             if on_step is not None:
                 on_step(Step(i, self.steps, self.text[:i] if draft_text else ""))
-        return Result(self.text, self.steps)
+        return Result(self.text, self.steps, confidence=self.confidence)
 
 
 TEXT = "def f(a):\n    return \n"
 
 
 async def fill(backend: Backend, caches: FillCaches, worker: Worker, store_version: list[int], drafts: list,
-               kind: str = "keystroke"):
+               kind: str = "keystroke", min_confidence: float = 0.0, force: bool = False):
     doc = Document("file:///p.py", "python", 1, TEXT)
     snap = doc.snapshot()
     hole = hole_at_cursor(snap, TEXT.index("return ") + len("return "))
-    policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=True, encoding="utf-16")
+    policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=True, encoding="utf-16",
+                    min_confidence=min_confidence, force=force)
     events = FillEvents(draft=drafts.append, busy=lambda: None)
     return await run_fill(snap, hole, policy, backend, caches, worker=worker, request_id="r1", trace=Trace(0.0),
-                          version_of=lambda uri: store_version[0], events=events)
+                          identity_of=lambda uri: (0, store_version[0]), events=events)
 
 
 @pytest.fixture
@@ -109,3 +112,33 @@ async def test_a_fill_the_syntax_gate_rejects_is_an_empty_fill(worker):
     worker.engine, worker.state = backend, "ready"
     out = await fill(backend, FillCaches(), worker, [1], [], kind="command")
     assert out.fill is None and out.reason == "empty fill" and out.stats.post_ms is not None
+
+
+@pytest.mark.parametrize("gate, shown", [(0.49, True), (0.5, True), (0.51, False)])
+async def test_the_confidence_gate_at_its_boundary(worker, gate, shown):
+    """A fill of confidence 0.5 is shown at a gate of 0.49 and 0.5 and withheld just above it."""
+    backend = Backend(confidence=0.5)
+    worker.engine, worker.state = backend, "ready"
+    out = await fill(backend, FillCaches(), worker, [1], [], min_confidence=gate)
+    assert (out.fill == "x + 1") is shown and out.confidence == 0.5
+    assert out.reason == (None if shown else "low confidence") and out.withheld == (None if shown else "x + 1")
+    wire = out.stats.wire()
+    assert wire["confidence"] == 0.5 and wire["minConfidence"] == gate and wire["reason"] == out.reason
+
+
+async def test_force_applies_a_withheld_fill_and_the_lru_keeps_its_confidence(worker):
+    backend, caches = Backend(confidence=0.2), FillCaches()
+    worker.engine, worker.state = backend, "ready"
+    held = await fill(backend, caches, worker, [1], [], kind="command", min_confidence=0.9)
+    assert held.fill is None and held.withheld == "x + 1"
+    forced = await fill(backend, caches, worker, [1], [], kind="command", min_confidence=0.9, force=True)
+    assert forced.fill == "x + 1" and forced.stats.cached == "lru" and forced.confidence == 0.2
+    assert backend.calls == 1
+
+
+async def test_an_unknown_confidence_is_never_gated(worker):
+    """A server that returns no probabilities (an OpenAI-compatible one without logprobs): shown, reported null."""
+    backend = Backend(confidence=None)
+    worker.engine, worker.state = backend, "ready"
+    out = await fill(backend, FillCaches(), worker, [1], [], min_confidence=0.99)
+    assert out.fill == "x + 1" and out.stats.wire()["confidence"] is None

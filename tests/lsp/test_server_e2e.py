@@ -57,7 +57,7 @@ async def test_code_action_execute_command_apply_edit_round_trip(client):
     uri = "file:///roundtrip.txt"
     open_doc(client, uri, TEXT, "plaintext")
     actions = await client.text_document_code_action_async(T.CodeActionParams(
-        text_document=T.TextDocumentIdentifier(uri=uri), range=T.Range(pos(1, 6), pos(1, 13)),
+        text_document=T.TextDocumentIdentifier(uri=uri), range=T.Range(pos(1, 4), pos(1, 13)),  # "a epsilon"
         context=T.CodeActionContext(diagnostics=[])))
     assert [a.title for a in actions] == ["Fill hole", "Rewrite selection"]
     for action in actions:

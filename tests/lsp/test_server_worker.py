@@ -41,7 +41,7 @@ class SlowEngine:
             if on_step is not None:
                 on_step(SimpleNamespace(step=i, steps=steps, text="x" * i))
         return SimpleNamespace(text="fill", steps=n, cancelled=cancel.cancelled, reused_prefix_tokens=0,
-                               timings={"total_ms": 1.0})
+                               timings={"total_ms": 1.0}, confidence=None, error=None)
 
 
 async def ready_worker(engine) -> Worker:

@@ -113,10 +113,17 @@ def _set(root: nn.Module, path: str, module: nn.Module) -> None:
     node.add_module(leaf, module)
 
 
-def write_fp8_checkpoint(src: Path, dst: Path) -> Path:
+# The ignore list of RedHat's published FP8 checkpoint (its model card's llm-compressor recipe).
+PUBLISHED_FP8_IGNORE = ("lm_head", "re:.*embed.*", "re:.*router", "re:.*vision_tower.*", "re:.*self_conditioning.*")
+
+
+def write_fp8_checkpoint(src: Path, dst: Path, ignore: tuple[str, ...] = ("re:.*router.*",),
+                         dtype: torch.dtype | None = None) -> Path:
     """The checkpoint at `src` as a compressed-tensors FP8-dynamic checkpoint, written by the compressed-tensors
-    library: every linear except the router and the vision tower gets e4m3 weights with per-channel scales; the
-    fused experts become per-expert linears (`experts.{e}.{gate,up,down}_proj`), as the library writes them."""
+    library: every linear not matched by `ignore` (module names or "re:" patterns, as in an llm-compressor recipe)
+    and outside the vision tower gets e4m3 weights with per-channel scales; ignored ones keep their weights. The
+    fused experts become per-expert linears (`experts.{e}.{gate,up,down}_proj`), as the library writes them.
+    `dtype`: cast every tensor first (bf16: the published checkpoints' source, so ignored linears stay bf16)."""
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config, preset_name_to_scheme
     from compressed_tensors.quantization.utils.helpers import calculate_qparams
@@ -124,6 +131,7 @@ def write_fp8_checkpoint(src: Path, dst: Path) -> Path:
     _copy_side_files(src, dst)
     root, passthrough = nn.Module(), {}
     for name, t in load_file(str(src / "model.safetensors")).items():
+        t = t.to(dtype) if dtype is not None and t.is_floating_point() else t
         m = _EXPERTS.match(name)
         if m and t.dim() == 3:
             inter = t.shape[1] // 2
@@ -138,7 +146,7 @@ def write_fp8_checkpoint(src: Path, dst: Path) -> Path:
         else:
             passthrough[name] = t
     cfg = QuantizationConfig(config_groups={"group_0": preset_name_to_scheme("FP8_DYNAMIC", ["Linear"])},
-                             ignore=["re:.*router.*"], format="float-quantized")
+                             ignore=list(ignore), format="float-quantized")
     apply_quantization_config(root, cfg)
     for _, module in root.named_modules():
         scheme = getattr(module, "quantization_scheme", None)
@@ -156,7 +164,7 @@ def write_fp8_checkpoint(src: Path, dst: Path) -> Path:
 
 def dequantized_copy(src: Path, dst: Path) -> Path:
     """A plain checkpoint from a compressed-tensors FP8 one: each e4m3 weight dequantized by the compressed-tensors
-    library (`dequantize`), the per-expert linears fused back. The reference an FP8 load must match."""
+    library (`dequantize`, in fp32), the per-expert linears fused back. The reference an FP8 load must match."""
     from compressed_tensors.quantization import QuantizationConfig
     from compressed_tensors.quantization.lifecycle.forward import dequantize
 
@@ -170,7 +178,8 @@ def dequantized_copy(src: Path, dst: Path) -> Path:
         if name.endswith("weight_scale"):
             continue
         if t.dtype == torch.float8_e4m3fn:
-            t = dequantize(t, raw[name[: -len("weight")] + "weight_scale"], args=args, dtype=torch.float32)
+            # fp32 scale: a bf16 one (a bf16 source's) would round each product to bf16; vLLM scales in fp32
+            t = dequantize(t, raw[name[: -len("weight")] + "weight_scale"].float(), args=args, dtype=torch.float32)
         m = re.match(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$", name)
         if m:
             experts.setdefault(m[1], {})[(m[3], int(m[2]))] = t

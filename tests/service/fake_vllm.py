@@ -1,7 +1,7 @@
 """A stand-in for vLLM's OpenAI-compatible server (`vllm serve`), answering in the shapes vLLM documents and
 recording what it was sent. `mode` picks the next answers: "ok", "error-body" (HTTP 400 with an error object),
-"error-event" (an error in the middle of a stream), "drop" (the connection closes mid-stream), "hang" (nothing,
-until the client hangs up)."""
+"500" (HTTP 500 with a plain-text body, as a proxy in front of a server sends), "error-event" (an error in the
+middle of a stream), "drop" (the connection closes mid-stream), "hang" (nothing, until the client hangs up)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 MODEL = "google/diffusiongemma-26B-A4B-it"
@@ -25,10 +25,13 @@ class FakeVLLM:
     def __init__(self) -> None:
         self.mode = "ok"
         self.answer = CANVASES
+        self.finish = "stop"  # the last event's finish_reason ("length": the last canvas reached no end token)
+        self.owned_by = "vllm"  # what /v1/models says (vLLM's ModelCard default)
         self.models_up = True
         self.requests: list[tuple[str, dict, dict]] = []  # (path, body, headers)
         self.hung_up = threading.Event()
         app = Starlette(routes=[Route("/v1/models", self._models),
+                                Route("/version", lambda request: JSONResponse({"version": "0.33.0"})),
                                 Route("/v1/completions", self._fill, methods=["POST"]),
                                 Route("/v1/chat/completions", self._fill, methods=["POST"])])
         self._sock = socket.socket()
@@ -56,7 +59,7 @@ class FakeVLLM:
             return JSONResponse({"error": {"message": "starting", "type": "ServiceUnavailableError", "param": None,
                                            "code": 503}}, 503)
         return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1,
-                                                         "owned_by": "vllm", "root": MODEL, "parent": None,
+                                                         "owned_by": self.owned_by, "root": MODEL, "parent": None,
                                                          "max_model_len": 32768}]})
 
     async def _fill(self, request: Request):
@@ -66,6 +69,8 @@ class FakeVLLM:
         if self.mode == "error-body":
             return JSONResponse({"error": {"message": "This model's maximum context length is 32768 tokens.",
                                            "type": "BadRequestError", "param": None, "code": 400}}, 400)
+        if self.mode == "500":
+            return PlainTextResponse("Internal Server Error", 500)
         return StreamingResponse(self._events(chat), media_type="text/event-stream")
 
     async def _events(self, chat: bool):
@@ -97,5 +102,5 @@ class FakeVLLM:
                 return
             if i == 0 and self.mode == "drop":
                 raise ConnectionResetError("the fake drops the connection")
-        yield chunk(None, "stop")
+        yield chunk(None, self.finish)
         yield "data: [DONE]\n\n"

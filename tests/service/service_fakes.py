@@ -18,6 +18,7 @@ class Result:
     cancelled: bool = False
     reused_prefix_tokens: int = 0
     timings: dict = field(default_factory=lambda: {"total_ms": 1.0})
+    confidence: float | None = None
 
 
 @dataclass

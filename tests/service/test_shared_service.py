@@ -48,6 +48,8 @@ def test_two_clients_share_one_loaded_model_and_get_the_embedded_engines_fills(s
     for key, ids in (("a", ids_a), ("b", ids_b)):
         want = embedded.infill(ids, canvas_length=16)
         assert not results[key].cancelled and results[key].text == want.text and results[key].steps == want.steps
+        # the confidence gate sees the same confidence through the service as in process
+        assert want.confidence is not None and results[key].confidence == pytest.approx(want.confidence)
     health = service.health()
     assert health["model_loads"] == 1 and health["state"] == "ready"
     assert a.model_name == b.model_name == "default_model" and a.client_id != b.client_id

@@ -25,6 +25,7 @@ export const SERVER_SETTING_KEYS = [
   "apiKeyEnv",
   "model",
   "autoStart",
+  "minConfidence",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];

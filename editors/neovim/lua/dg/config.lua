@@ -13,7 +13,7 @@ M.defaults = {
   root_markers = { ".git" },
   -- Server settings (docs/PROTOCOL.md, camelCase keys), sent as initializationOptions and as
   -- workspace/didChangeConfiguration {settings = {dg = ...}}, e.g. { modelPath = ..., promptFormat = "chat",
-  -- weights = "int4" }. Where fills run: backend = "embedded" |
+  -- weights = "int4", minConfidence = 0.5 }. Where fills run: backend = "embedded" |
   -- "service" | "openai", with endpoint, apiKeyEnv (the NAME of the variable holding the key), model and
   -- autoStart (:help dg-backends).
   settings = {},

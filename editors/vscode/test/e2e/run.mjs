@@ -12,12 +12,15 @@
 //      it; the shipped model is fim-format, so the user sees the clear "cannot take an instruction" message
 //      and the text stays as it was;
 //   7. "Dg: Toggle" shows "off" and no fill runs while off; toggling again asks the server again;
-//   8. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
+//   8. dg.modelPath naming a GGUF file (the shipped weights written as Q8_0/F32 by
+//      `python -m engine.formats.gguf_write`, its tokenizer only in the file's metadata): the server reloads to
+//      ready, "Dg: Fill Hole" fills at the cursor, and one undo restores the file (real server only);
+//   9. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
 //      status bar, and "Set the path" opens the Settings editor at dg.server.command (runs last).
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
 //          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
-//          --only ghost,rewrite,fill,codeaction,instruct,toggle,missing (a subset; status always runs first)
+//          --only ghost,rewrite,fill,codeaction,instruct,toggle,gguf,missing (a subset; status always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -120,6 +123,8 @@ function userSettings() {
   } else {
     settings["dg.server.pythonPath"] = join(REPO_ROOT, ".venv/bin/python");
     settings["dg.server.args"] = ["--log-level", "INFO"];
+    // These scenarios check how fills land, not whether the shipped model's confidence gate would show them.
+    settings["dg.minConfidence"] = 0;
   }
   if (MODEL) settings["dg.modelPath"] = MODEL;
   return settings;
@@ -140,6 +145,7 @@ const FILES = {
   "action.py": "def total(xs):\n    s = sum(xs)\n    return s\n",
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
   "instruct.py": "def load(url):\n    data = fetch(url)\n    return data\n",
+  "gguf.py": "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math.\n",
 };
 
 // ---- page helpers ------------------------------------------------------------------------------------
@@ -442,6 +448,40 @@ async function toggleOffAndOn(page) {
   await page.keyboard.press("Escape");
 }
 
+async function ggufModelFills(page, ctx) {
+  // The shipped model as a GGUF alone in a directory, named by the workspace's dg.modelPath: the server
+  // reloads (loading -> ready) on the setting change.
+  const dir = join(os.tmpdir(), `dg-e2e-gguf-${process.pid}`);
+  const env = { ...serverEnv() };
+  const made = (await run(join(REPO_ROOT, ".venv/bin/python"), ["-m", "engine.formats.gguf_write", dir], { cwd: REPO_ROOT, env }))
+    .trim().split("\n").at(-1);
+  if (!made.endsWith(".gguf") || !existsSync(made)) throw new Error(`no GGUF written: ${made}`);
+  log(`gguf: ${made}`);
+  const statusAt = await page.evaluate(() => window.__dgStatus.length);
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.modelPath": made }, null, 2));
+  await waitFor(async () => {
+    const since = await page.evaluate((k) => window.__dgStatus.slice(k), statusAt);
+    const loading = since.findIndex((t) => /Dg: loading/.test(t));
+    return loading >= 0 && since.slice(loading).some((t) => /Dg: ready/.test(t));
+  }, FILL_TIMEOUT, "the GGUF model to load (loading -> ready)", page);
+  await openFile(page, "gguf.py");
+  const before = FILES["gguf.py"];
+  await page.keyboard.press("Control+End");
+  await page.keyboard.press("ArrowUp");
+  await page.keyboard.press("End"); // after "    return math."
+  await runCommand(page, "Dg: Fill Hole");
+  await waitForEdit(page, "the fill from the GGUF model");
+  const after = await saveAndRead(page, ctx, "gguf.py");
+  log(`after fill: ${JSON.stringify(after)}`);
+  const head = before.slice(0, before.length - 1);
+  if (!after.startsWith(head) || after === before) throw new Error(`the fill is not at the cursor: ${JSON.stringify(after)}`);
+  await page.keyboard.press("Control+z");
+  const undone = await saveAndRead(page, ctx, "gguf.py");
+  if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
+  rmSync(dir, { recursive: true, force: true });
+}
+
 async function missingServerCommand(page, ctx) {
   // Point the extension at a command that does not exist (workspace settings override the user's); it
   // restarts on dg.server.* changes.
@@ -525,8 +565,10 @@ async function main() {
       ["codeaction", "the server's 'Rewrite selection' code action (Ctrl+.) rewrites the selection", codeActionRewrite],
       ["instruct", "Dg: Rewrite Selection… sends an instruction; the fim model's refusal is shown, text unchanged", rewriteWithInstruction],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
+      ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
-    ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key));
+    ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key))
+      .filter(([key]) => key !== "gguf" || SERVER === "real");
     for (const [i, [, name, fn]] of scenarios.entries()) {
       if (i > 0 && !results[0]) {
         skipped++;

@@ -79,6 +79,7 @@ test("the package.json defaults give the server its own defaults", async () => {
     apiKeyEnv: null,
     model: null,
     autoStart: true,
+    minConfidence: null,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
   // or a client-side dg.server.* key.
