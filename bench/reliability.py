@@ -24,7 +24,8 @@ documents opened and closed, big prompts to the service. Prints a table, then on
 - divergences: dg/documentState checks where the server's text differed from the client's own copy.
 
 Fixed seed; `--quick` runs fewer and smaller cases (for a smoke test: one encoding fuzzed, one 1 MB document, one
-long token, one race of each kind, 10 documents of 20 KB, prompts of 100,000 characters). Run:
+long token, one race of each kind, 10 documents of 20 KB, prompts of 300,000 characters: over the token limit, so
+each is tokenized whole and answered 413). Run:
 python -m bench.reliability
 """
 
@@ -43,7 +44,7 @@ from bench.malformed import DOC_URI, malformed_cases
 from bench.rawlsp import RawServer, message, sha256
 from bench.reliability_docs import LANGS, SHAPES, run_long_tokens, run_open_close, run_reopen_races
 from bench.service_loop import measure
-from bench.tally import Tally, start
+from bench.tally import FILL_OPTIONS, Tally, start
 
 SEED = 0
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
@@ -170,7 +171,7 @@ def big_texts(size: int) -> list[tuple[str, str, dict[str, int]]]:
 def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: float) -> tuple[float, float]:
     """On a fresh server: small requests on another document while an inline completion and a fill run on a
     big one; then the big document closed. The longest wait (ms) and the RSS growth (MB)."""
-    server = start(options={"debounceMs": 0})
+    server = start(options=FILL_OPTIONS)
     small = "file:///small.py"
     server.open(small, DOC_TEXT)
     server.wait_ready()
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-8",), big_texts(QUICK_BIG_BYTES)[:1]
-        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 100_000, 0.5
+        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 300_000, 0.5
     else:
         malformed_n, fuzz_n, trials, encodings, bigs = 1100, 400, 3, ENCODINGS, big_texts(BIG_BYTES)
         long_cases = [(lang, shape) for lang in LANGS for shape in SHAPES]
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict:
     fuzz_sent, divergences = run_fuzz(tally, fuzz_n, encodings)
     mark = tally.phase_end("fuzz", mark)
     laps.append(time.monotonic())
-    server = start(options={"debounceMs": 0})
+    server = start(options=FILL_OPTIONS)
     server.open(DOC_URI, DOC_TEXT)
     ready = server.wait_ready()
     tally.row("model", "state before the fill phases", ready["params"]["state"] if ready else "no status")

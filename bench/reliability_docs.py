@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from bench.rawlsp import RawServer, message
-from bench.tally import Tally, start
+from bench.tally import FILL_OPTIONS, Tally, start
 
 ANSWER_S = 120.0  # a fill on the shipped model on a loaded 2-core machine; a crashed server ends the wait at once
 
@@ -80,7 +80,7 @@ def run_long_tokens(server: RawServer | None, tally: Tally, cases: list[tuple[La
     answered, dead = 0, []
     for k, (lang, shape) in enumerate(cases):
         if server is None:
-            server = start(options={"debounceMs": 0})
+            server = start(options=FILL_OPTIONS)
             server.wait_ready()
         n = rng.randint(6000, 10000)
         text, cursor = long_token_doc(lang, shape, n, rng)

@@ -8,6 +8,10 @@ from typing import IO, Any
 
 from bench.rawlsp import RawServer
 
+# The fill phases check where fills land, so every fill must land: no debounce, no confidence gate (the shipped
+# model's calibrated gate withholds most fills; the gate has its own tests).
+FILL_OPTIONS = {"debounceMs": 0, "minConfidence": 0}
+
 
 class Tally:
     def __init__(self) -> None:
