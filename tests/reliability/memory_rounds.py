@@ -4,6 +4,13 @@
 
 `python -m tests.reliability.memory_rounds [--docs 200] [--kb 200] [--rounds 3]` prints one JSON line with the
 figures (the issue's scale by default); tests/reliability/test_memory_rounds.py runs it small.
+
+Figures (MB above the baseline after closing, rounds 1/2/3; 200 x 200 KB hold ~2,235 MB while open):
+- 24 docs: 61.3 / 100.5 / 154.1 before issue 21's fixes, 37.1 / 47.1 / 61.1 after.
+- 200 docs: 212.8 / 282.0 / 325.3 after them. What stays is pymalloc fragmentation: py-tree-sitter allocates trees
+  with PyMem_Malloc, and the few Python objects that outlive a round sit in the arenas the trees freed. The same run
+  with PYTHONMALLOC=malloc and one malloc_trim(0) after the last close: 4.7 / 6.1 / 7.1 (PYTHONMALLOC=malloc alone:
+  nothing goes back, 2,335 MB).
 """
 
 from __future__ import annotations
