@@ -244,6 +244,12 @@ class Document:
     def tree_fresh(self) -> bool:
         return self._fresh
 
+    def close(self) -> None:
+        """Drop the tree and the parser (with a parse it stopped halfway) now, not when the last reference to this
+        document goes: a background reparse or a request may hold one a while. Snapshots keep their own trees."""
+        self._parser = self._tree = None
+        self._fresh, self._halted_rev = True, None
+
     def _data(self) -> bytes | None:
         """The UTF-8 text to parse (encoded once per revision: a reparse may take many slices), or None."""
         if self._parser is None or len(self.text) > MAX_TREE_BYTES:  # a character is at least one byte
@@ -375,7 +381,9 @@ class DocumentStore:
             doc.apply_changes(changes, version, encoding)
 
     def close(self, uri: str) -> None:
-        self._docs.pop(uri, None)
+        doc = self._docs.pop(uri, None)
+        if doc is not None:
+            doc.close()
 
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
