@@ -45,3 +45,4 @@ def register(server: DgServer) -> None:
         ls.withheld.pop(uri, None)
         ls.note_change(uri, None)
         ls.store.close(uri)
+        ls.release_memory_soon()

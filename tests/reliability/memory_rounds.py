@@ -21,6 +21,7 @@ import os
 import time
 from pathlib import Path
 
+from dg_lsp.memory import TRIM_AFTER_S
 from tests.reliability.conftest import RawServer, pos
 
 # Each template fills a document of one language; `{i}` and `{k}` make every line of every document distinct, so no
@@ -80,6 +81,8 @@ def rounds(srv: RawServer, docs: int, size: int, n_rounds: int) -> dict:
         settle(srv)
         held.append(round(srv.rss_mb() - baseline, 1))
         srv.send(*(srv.notification("textDocument/didClose", {"textDocument": {"uri": uri}}) for uri, _, _ in texts))
+        settle(srv)
+        time.sleep(TRIM_AFTER_S + 0.5)  # the server gives freed memory back once no close came for TRIM_AFTER_S
         settle(srv)
         after.append(round(srv.rss_mb() - baseline, 1))
     return {"docs": docs, "doc_kb": size // 1000, "rounds": n_rounds, "baseline_mb": round(baseline, 1),
