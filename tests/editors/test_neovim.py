@@ -649,7 +649,7 @@ def test_real_plugin_loads_cleanly(editor, model):
 @pytest.mark.skipif(not (DEFAULT_MODEL / "config.json").exists(),
                     reason="the shipped default model is not in engine/default_model")
 def test_default_model_ghost_text_and_tab(editor):
-    editor.setup(REAL_CMD, {})  # modelPath null: the server's shipped model
+    editor.setup(REAL_CMD, {"minConfidence": 0})  # modelPath null: the shipped model (its gate would withhold)
     editor.open("distance.py", "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n"
                 "    dy = q[1] - p[1]\n    return\n")
     editor.wait_ready(REAL_READY_S * 3)
@@ -707,7 +707,7 @@ def test_gguf_model_ghost_text_tab_and_fill(editor, tmp_path):
 
     path = write_shipped(tmp_path / "gguf")
     assert [p.name for p in path.parent.iterdir()] == [path.name]
-    editor.setup(REAL_CMD, {"modelPath": str(path), "device": "cpu"})
+    editor.setup(REAL_CMD, {"modelPath": str(path), "device": "cpu", "minConfidence": 0})
     editor.open("distance.py", "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n"
                 "    dy = q[1] - p[1]\n    return math.\n")
     editor.wait_ready(REAL_READY_S * 3)

@@ -46,9 +46,9 @@ def ready_model(srv: RawServer) -> str:
 def test_a_gguf_loads_and_fills(start_server, ggufs, how):
     path = ggufs["alone" if how == "--model" else "beside"]
     if how == "--model":
-        srv = start_server({"debounceMs": 0}, model=path)
+        srv = start_server({"debounceMs": 0, "minConfidence": 0}, model=path)
     else:  # the server's --model is the tiny safetensors checkpoint; the setting names the GGUF file
-        srv = start_server({"debounceMs": 0, "modelPath": str(path)})
+        srv = start_server({"debounceMs": 0, "minConfidence": 0, "modelPath": str(path)})
     assert path.name in ready_model(srv)
     text, fill = fills(srv)
     assert text.strip(), text
