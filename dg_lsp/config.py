@@ -51,6 +51,11 @@ class Settings:
     min_confidence: float | None = None
     # openai: per-request canvas and steps in `vllm_xargs` (auto: when /v1/models says the server is vLLM)
     openai_diffusion: str = "auto"
+    # context from other files (docs/PROTOCOL.md, "Context from other files"): tokens of it per prompt, taken out
+    # of contextTokens (None: a quarter of contextTokens; 0: off, and no workspace index is built); index caps
+    cross_file_tokens: int | None = None
+    index_max_files: int = 5000
+    index_max_file_bytes: int = 262144
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -62,6 +67,11 @@ class Settings:
         """The settings that need a model reload when they change."""
         return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
                 self.api_key_env, self.model, self.auto_start, self.openai_diffusion)
+
+    def cross_file_budget(self) -> int:
+        """Tokens of context from other files per prompt (at most half of contextTokens)."""
+        want = self.context_tokens // 4 if self.cross_file_tokens is None else self.cross_file_tokens
+        return min(want, self.context_tokens // 2)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -144,6 +154,9 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "auto_start": _bool,
     "min_confidence": _unit,
     "openai_diffusion": _choice(OPENAI_DIFFUSION),
+    "cross_file_tokens": _int_range(0, 16384, nullable=True),
+    "index_max_files": _int_range(0, 1_000_000),
+    "index_max_file_bytes": _int_range(1024, 16 << 20),
 }
 
 # wire key (camelCase) -> field name
@@ -167,6 +180,9 @@ KEYS: dict[str, str] = {
     "autoStart": "auto_start",
     "minConfidence": "min_confidence",
     "openaiDiffusion": "openai_diffusion",
+    "crossFileTokens": "cross_file_tokens",
+    "indexMaxFiles": "index_max_files",
+    "indexMaxFileBytes": "index_max_file_bytes",
 }
 
 _DEFAULTS = Settings()

@@ -256,3 +256,8 @@ class WorkspaceIndex:
     def members(self, path: str, parent: str) -> list[Definition]:
         entry = self.files.get(path)
         return [] if entry is None else [d for d in entry.defs if d.parent == parent]
+
+    def top(self, path: str) -> list[Definition]:
+        """A file's top-level functions, classes and types."""
+        entry = self.files.get(path)
+        return [] if entry is None else [d for d in entry.defs if not d.parent and d.kind != "constant"]
