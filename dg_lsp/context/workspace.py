@@ -8,7 +8,6 @@ sync, `files_changed` from workspace/didChangeWatchedFiles, and passes `related`
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections import OrderedDict
@@ -29,7 +28,6 @@ SLICE_S = 0.001  # one step of indexing (a file's parse resumes across steps)
 RECENT = 20  # documents remembered for similar windows (open or recently edited)
 
 
-@functools.lru_cache(maxsize=1024)  # didChange asks per keystroke; resolve() is a system call
 def uri_path(uri: str) -> str | None:
     """The file-system path of a file: URI (resolved, as the index names files); None for other schemes."""
     if not uri.startswith("file:"):
@@ -46,6 +44,14 @@ class Workspace:
         self.task: asyncio.Task | None = None
         self.build_s: float | None = None  # how long the first build took (dg/status, bench)
         self._open: OrderedDict[str, str] = OrderedDict()  # path -> uri, most recently used last
+        self._paths: dict[str, str | None] = {}  # uri -> path (didChange asks per keystroke; resolve() is a syscall)
+
+    def path(self, uri: str) -> str | None:
+        if uri not in self._paths:
+            if len(self._paths) > 1024:
+                self._paths.clear()
+            self._paths[uri] = uri_path(uri)
+        return self._paths[uri]
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ class Workspace:
     # -- events ------------------------------------------------------------------------------------------------
 
     def opened(self, uri: str) -> None:
-        path = uri_path(uri)
+        path = self.path(uri)
         if path is None:
             return
         self._open[path] = uri
@@ -104,13 +110,13 @@ class Workspace:
     changed = opened  # a didChange: reindex from the document's text (in the background, once per burst)
 
     def saved(self, uri: str) -> None:
-        path = uri_path(uri)
+        path = self.path(uri)
         if path is not None and self.index is not None:
             self.index.mark(path)
 
     def closed(self, uri: str) -> None:
         """Back to the file on disk (the editor may have dropped unsaved changes)."""
-        path = uri_path(uri)
+        path = self.path(uri)
         if path is None:
             return
         self._open.pop(path, None)
@@ -123,7 +129,7 @@ class Workspace:
     def files_changed(self, changes: Sequence[tuple[str, int]]) -> None:
         """workspace/didChangeWatchedFiles: (uri, FileChangeType: 1 created, 2 changed, 3 deleted)."""
         for uri, kind in changes:
-            path = uri_path(uri)
+            path = self.path(uri)
             if path is None or self.index is None:
                 continue
             if kind == 3:
@@ -136,7 +142,7 @@ class Workspace:
     def related(self, snap: Snapshot, offset: int, encode: Callable[[str], list[int]],
                 budget: int) -> tuple[list[Snippet], str]:
         """dg_lsp.pipeline.Related: context for a hole at `offset` of `snap`, and the file's shown path."""
-        path = uri_path(snap.uri)
+        path = self.path(snap.uri)
         if self.selector is None or path is None:
             return [], ""
         others = []
