@@ -22,9 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dg_lsp.context.index import EXTENSIONS, WorkspaceIndex
+from dg_lsp.context.index import EXTENSIONS, MAX_LINE_CHARS, WorkspaceIndex
 from dg_lsp.context.layout import Snippet, render
-from dg_lsp.context.symbols import Definition
+from dg_lsp.context.symbols import Definition, Import, imports
+from dg_lsp.languages import parser
 
 Encode = Callable[[str], list[int]]
 NEAR_BEFORE, NEAR_AFTER = 12, 3
@@ -34,6 +35,7 @@ WINDOW, WINDOW_STEP, MAX_WINDOWS = 30, 15, 400
 MIN_JACCARD = 0.2
 SIMILAR_MAX = 2
 MODULE_DEFS = 8
+HEAD_CHARS = 16384
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEF_LINE = re.compile(r"^\s*(?:async\s+|pub\s+|export\s+|static\s+|public\s+|private\s+)*"
@@ -55,6 +57,7 @@ class Selector:
     def __init__(self, index: WorkspaceIndex) -> None:
         self.index = index
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._heads: dict[str, tuple[str, dict[str, Import]]] = {}
         self._windows: OrderedDict[tuple[str, int], list[tuple[int, frozenset[str]]]] = OrderedDict()
 
     def count(self, text: str, encode: Encode) -> int:
@@ -79,10 +82,28 @@ class Selector:
         return Snippet(self.relpath(path), d.line, render(d, entry.key if entry else "python", members),
                        entry.key if entry else "python", why)
 
-    def resolve(self, path: str, name: str) -> list[tuple[str, Definition, str]]:
+    def binds(self, path: str, text: str) -> dict[str, Import]:
+        """The names `path`'s imports bind: from the index, else (a file it has not reached, an unsaved one) parsed
+        from the head of `text` (imports sit there; the parse is bounded by HEAD_CHARS), cached per head."""
+        entry = self.index.entry(path)
+        if entry is not None:
+            return {i.local: i for i in entry.imports}
+        head = text[:HEAD_CHARS]
+        got = self._heads.get(path)
+        if got is None or got[0] != head:
+            key = EXTENSIONS.get(Path(path).suffix)
+            long_line = any(len(line) > MAX_LINE_CHARS for line in head.split("\n"))  # never natively parsed
+            p = parser(key) if key and not long_line else None
+            data = head.encode("utf-8", "surrogatepass")
+            found = imports(p.parse(data), key, data) if p is not None else []
+            got = self._heads[path] = (head, {i.local: i for i in found})
+            while len(self._heads) > 64:
+                self._heads.pop(next(iter(self._heads)))
+        return got[1]
+
+    def resolve(self, path: str, name: str, binds: dict[str, Import]) -> list[tuple[str, Definition, str]]:
         """(file, definition, why) for a dotted name used in `path`."""
         entry = self.index.entry(path)
-        binds = {i.local: i for i in entry.imports} if entry is not None else {}
         parts = name.split(".")
         for n in range(len(parts), 0, -1):  # the longest bound prefix: `import a.b` binds "a.b"
             imp = binds.get(".".join(parts[:n]))
@@ -148,11 +169,12 @@ class Selector:
         if budget <= 0:
             return Choice([], 0)
         names = neighbourhood(text, offset)
+        binds = self.binds(path, text)
         seen: set[tuple[str, int]] = set()
         ranked: list[Snippet] = []
         classes: set[tuple[str, str]] = set()
         for name in names:
-            for f, d, why in self.resolve(path, name):
+            for f, d, why in self.resolve(path, name, binds):
                 if (f, d.line) in seen or (f, d.parent) in classes:
                     continue
                 seen.add((f, d.line))
