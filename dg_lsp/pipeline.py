@@ -90,6 +90,7 @@ class FillStats:
     error: str | None = None  # the backend's message when reason is "error"
     cross_file: tuple[str, ...] | None = None  # files the prompt took context from, when context is on
     cross_file_tokens: int = 0
+    index: dict[str, Any] | None = None  # the workspace index's state then (dg_lsp.context.workspace.status)
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -104,7 +105,8 @@ class FillStats:
                     "error": self.error}
         body.update({k: v for k, v in optional.items() if v is not None})
         if self.cross_file is not None:
-            body["crossFile"] = {"files": list(self.cross_file), "tokens": self.cross_file_tokens}
+            body["crossFile"] = {"files": list(self.cross_file), "tokens": self.cross_file_tokens,
+                                 "index": self.index}
         return body
 
 

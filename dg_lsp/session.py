@@ -95,7 +95,7 @@ class DgServer(LanguageServer):
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
         # its code action offers to run it again with force (dg_lsp.handlers.commands)
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
-        self.workspace = Workspace(self.store)  # context from other files (dg_lsp.context)
+        self.cross_file = Workspace(self.store)  # context from other files (dg_lsp.context)
         self.roots: list[str] = []  # the client's workspace folders (paths), from `initialize`
 
     # -- small helpers ----------------------------------------------------------------------------------------
@@ -232,10 +232,13 @@ class DgServer(LanguageServer):
         self._in_flight += 1
         try:
             policy = Policy.of(self.settings, kind, self.encoding, self.min_confidence(), force)
-            related = self.workspace.related if self.workspace.index is not None else None
-            return await run_fill(snap, hole, policy, backend, self.caches,
-                                  worker=self.worker, request_id=self.request_id(), trace=trace,
-                                  identity_of=self.store.identity, events=events, related=related)
+            related = self.cross_file.related if self.cross_file.index is not None else None
+            index = self.cross_file.status() if related is not None else None  # as it was when the prompt was built
+            out = await run_fill(snap, hole, policy, backend, self.caches,
+                                 worker=self.worker, request_id=self.request_id(), trace=trace,
+                                 identity_of=self.store.identity, events=events, related=related)
+            out.stats.index = index
+            return out
         finally:
             self._in_flight -= 1
             # its answer is about to be written: a reparse slice now would sit on the keystroke's path

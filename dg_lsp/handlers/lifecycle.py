@@ -41,28 +41,28 @@ def register(server: DgServer) -> None:
 
     @server.feature(T.SHUTDOWN)
     def shutdown(ls: DgServer, params: None) -> None:
-        ls.workspace.stop()
+        ls.cross_file.stop()
         ls.worker.shutdown()
 
     @server.feature(T.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched_files(ls: DgServer, params: T.DidChangeWatchedFilesParams) -> None:
-        ls.workspace.files_changed([(c.uri, int(c.type)) for c in params.changes])
+        ls.cross_file.files_changed([(c.uri, int(c.type)) for c in params.changes])
 
 
 def start_index(ls: DgServer) -> None:
     """(Re)build the workspace index in the background, or drop it when context from other files is off."""
     s = ls.settings
     if s.cross_file_budget() <= 0 or not s.enabled or s.index_max_files == 0 or not ls.roots:
-        ls.workspace.stop()
+        ls.cross_file.stop()
         return
-    ls.workspace.start([Path(r) for r in ls.roots], s.index_max_files, s.index_max_file_bytes, ls.idle_wait)
+    ls.cross_file.start([Path(r) for r in ls.roots], s.index_max_files, s.index_max_file_bytes, ls.idle_wait)
 
 
 def watch_files(ls: DgServer) -> None:
     """Ask for workspace/didChangeWatchedFiles on source files, where the client can register it dynamically."""
     ws = ls.client_capabilities.workspace
     caps = ws.did_change_watched_files if ws is not None else None
-    if caps is None or not caps.dynamic_registration or ls.workspace.index is None:
+    if caps is None or not caps.dynamic_registration or ls.cross_file.index is None:
         return
     exts = ",".join(sorted(e.lstrip(".") for e in EXTENSIONS))
     opts = T.DidChangeWatchedFilesRegistrationOptions(watchers=[T.FileSystemWatcher(glob_pattern=f"**/*.{{{exts}}}")])
