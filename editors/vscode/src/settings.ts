@@ -26,6 +26,7 @@ export const SERVER_SETTING_KEYS = [
   "model",
   "autoStart",
   "minConfidence",
+  "crossFileTokens",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];

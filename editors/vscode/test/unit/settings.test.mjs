@@ -80,6 +80,7 @@ test("the package.json defaults give the server its own defaults", async () => {
     model: null,
     autoStart: true,
     minConfidence: null,
+    crossFileTokens: null,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
   // or a client-side dg.server.* key.
