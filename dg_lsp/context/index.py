@@ -70,6 +70,8 @@ class WorkspaceIndex:
         self._queued: set[str] = set()
         self._walk: Iterator[str] | None = self._walker()
         self._parse: _Parse | None = None
+        self._tables: dict[str, dict[str, list[Definition]]] = {}
+        self.generation = 0  # changes whenever a file's entry does (selection caches key on it)
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -89,6 +91,8 @@ class WorkspaceIndex:
 
     def remove(self, path: str) -> None:
         old = self.files.pop(path, None)
+        self._tables.pop(path, None)
+        self.generation += 1
         if old is None:
             return
         for d in old.defs:
@@ -107,6 +111,7 @@ class WorkspaceIndex:
             self.skipped += 1
             return
         self.files[entry.path] = entry
+        self.generation += 1
         for d in entry.defs:
             self.by_name.setdefault(d.name, []).append((entry.path, d))
         self.by_stem.setdefault(module_stem(entry.path), set()).add(entry.path)
@@ -249,13 +254,32 @@ class WorkspaceIndex:
                 out.append(path)
         return sorted(out)
 
+    def _lookup(self, path: str) -> dict[str, list[Definition]]:
+        """name -> top-level definitions and "parent." + name -> members, per file, built on first use (a
+        keystroke's selection asks a few files for dozens of names)."""
+        table = self._tables.get(path)
+        if table is None:
+            table = {}
+            entry = self.files.get(path)
+            for d in entry.defs if entry is not None else ():
+                table.setdefault(f"{d.parent}.{d.name}" if d.parent else d.name, []).append(d)
+                if d.parent:
+                    table.setdefault(f"{d.parent}.", []).append(d)
+            self._tables[path] = table
+            while len(self._tables) > 256:
+                self._tables.pop(next(iter(self._tables)))
+        return table
+
+    def defines(self, path: str, name: str) -> bool:
+        """Does `path` define `name` (at any level)?"""
+        table = self._lookup(path)
+        return name in table
+
     def defined_in(self, path: str, name: str) -> list[Definition]:
-        entry = self.files.get(path)
-        return [] if entry is None else [d for d in entry.defs if d.name == name and not d.parent]
+        return self._lookup(path).get(name, [])
 
     def members(self, path: str, parent: str) -> list[Definition]:
-        entry = self.files.get(path)
-        return [] if entry is None else [d for d in entry.defs if d.parent == parent]
+        return self._lookup(path).get(f"{parent}.", [])
 
     def top(self, path: str) -> list[Definition]:
         """A file's top-level functions, classes and types."""

@@ -36,6 +36,7 @@ MIN_JACCARD = 0.2
 SIMILAR_MAX = 2
 MODULE_DEFS = 8
 HEAD_CHARS = 16384
+USES_CHARS, USES_MAX = 2048, 64
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEF_LINE = re.compile(r"^\s*(?:async\s+|pub\s+|export\s+|static\s+|public\s+|private\s+)*"
@@ -57,6 +58,9 @@ class Selector:
     def __init__(self, index: WorkspaceIndex) -> None:
         self.index = index
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._used: dict[str, tuple[tuple[int, int], list[tuple[str, Definition]]]] = {}
+        self._rel: dict[str, str] = {}
+        self._choices: OrderedDict[tuple, Choice] = OrderedDict()
         self._heads: dict[str, tuple[str, dict[str, Import]]] = {}
         self._windows: OrderedDict[tuple[str, int], list[tuple[int, frozenset[str]]]] = OrderedDict()
 
@@ -69,16 +73,42 @@ class Selector:
         return n
 
     def relpath(self, path: str) -> str:
-        for r in self.index.roots:
-            if Path(path).is_relative_to(r):
-                return Path(path).relative_to(r).as_posix()
-        return Path(path).name
+        got = self._rel.get(path)
+        if got is None:
+            got = next((Path(path).relative_to(r).as_posix() for r in self.index.roots
+                        if Path(path).is_relative_to(r)), Path(path).name)
+            if len(self._rel) > 4096:
+                self._rel.clear()
+            self._rel[path] = got
+        return got
 
     # -- candidates ---------------------------------------------------------------------------------------------
 
-    def _def_snippet(self, path: str, d: Definition, why: str) -> Snippet:
+    def _uses(self, path: str, text: str, binds: dict[str, Import]) -> list[tuple[str, Definition]]:
+        """Definitions of other files that `text` names through its imports (`f` from `from m import f`,
+        `mod.g` through `import m as mod`), most often named first; cached per file and size (USES_CHARS)."""
+        key = (len(text) // USES_CHARS, len(binds))
+        got = self._used.get(path)
+        if got is not None and got[0] == key:
+            return got[1]
+        counts: dict[str, int] = {}
+        for m in _IDENT.finditer(text):
+            parts = m.group().split(".")
+            for n in (1, 2):  # `f` and `mod.g` (a deeper chain: its first two parts)
+                if len(parts) >= n and parts[0] in binds:
+                    k = ".".join(parts[:n])
+                    counts[k] = counts.get(k, 0) + 1
+        out: list[tuple[str, Definition]] = []
+        for name, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:USES_MAX]:
+            out += [(f, d) for f, d, why in self.resolve(path, name, binds) if why == "import"]
+        self._used[path] = (key, out)
+        while len(self._used) > 64:
+            self._used.pop(next(iter(self._used)))
+        return out
+
+    def _def_snippet(self, path: str, d: Definition, why: str, members: bool = True) -> Snippet:
         entry = self.index.entry(path)
-        members = self.index.members(path, d.name) if d.kind == "class" else []
+        members = self.index.members(path, d.name) if d.kind == "class" and members else []
         return Snippet(self.relpath(path), d.line, render(d, entry.key if entry else "python", members),
                        entry.key if entry else "python", why)
 
@@ -127,7 +157,7 @@ class Selector:
             # the module itself (`mod.` typed, the member not yet): its first top-level functions and classes
             return [(f, d, "module") for f in files[:1] for d in self.index.top(f)[:MODULE_DEFS]]
         head = parts[0]
-        if head in STOP or (entry is not None and any(d.name == head for d in entry.defs)):
+        if head in STOP or (entry is not None and self.index.defines(path, head)):
             return []
         where = [(f, d) for f, d in self.index.by_name.get(head, ()) if not d.parent and f != path]
         if not where or len({f for f, _ in where}) > FALLBACK_FILES:
@@ -170,6 +200,14 @@ class Selector:
             return Choice([], 0)
         names = neighbourhood(text, offset)
         binds = self.binds(path, text)
+        uses = self._uses(path, text, binds)
+        line_start = text.rfind("\n", 0, offset) + 1
+        near = frozenset(_WORD.findall(text, max(0, line_start - 2000), line_start)) - STOP  # stable on a line
+        key = (path, tuple(names), budget, id(uses), self.index.generation, near,
+               tuple((p, v) for p, v, _ in others))
+        got = self._choices.get(key)
+        if got is not None:  # the same inputs (typing inside a word, a repeated request): the same choice
+            return got
         seen: set[tuple[str, int]] = set()
         ranked: list[Snippet] = []
         classes: set[tuple[str, str]] = set()
@@ -181,9 +219,12 @@ class Selector:
                 if d.kind == "class":
                     classes.add((f, d.name))
                 ranked.append(self._def_snippet(f, d, why))
-        order = {"import": 0, "name": 1, "module": 2}
-        ranked.sort(key=lambda s: order.get(s.why, 3))  # stable: imports first, each group nearest first
-        near = frozenset(_WORD.findall(text, max(0, offset - 2000), offset)) - STOP
+        for f, d in uses:  # what the file uses from other files, most used first, as short stubs
+            if (f, d.line) not in seen and (f, d.parent) not in classes:
+                seen.add((f, d.line))
+                ranked.append(self._def_snippet(f, d, "used", members=False))
+        order = {"import": 0, "name": 1, "used": 2, "module": 3}
+        ranked.sort(key=lambda s: order.get(s.why, 4))  # stable: imports first, each group nearest first
         ranked += self._similar(path, near, list(others))
         chosen, used = [], 0
         for s in ranked:
@@ -191,7 +232,10 @@ class Selector:
             if used + n <= budget:
                 chosen.append(s)
                 used += n
-        return Choice(chosen, used)
+        self._choices[key] = choice = Choice(chosen, used)
+        while len(self._choices) > 64:
+            self._choices.popitem(last=False)
+        return choice
 
 
 def neighbourhood(text: str, offset: int) -> list[str]:
@@ -205,9 +249,14 @@ def neighbourhood(text: str, offset: int) -> list[str]:
         end = len(text) if nl < 0 else nl
     found: dict[str, int] = {}
     for m in _IDENT.finditer(text, start, end):
+        name = m.group()
+        if m.start() < offset <= m.end():  # the word being typed: only its complete part (stable per keystroke)
+            name = name[: offset - m.start()].rpartition(".")[0]
+            if not name:
+                continue
         dist = abs(m.start() - offset) if m.start() < offset else 2 * (m.start() - offset)
-        if m.group() not in found or dist < found[m.group()]:
-            found[m.group()] = dist
+        if name not in found or dist < found[name]:
+            found[name] = dist
     # enclosing signatures: lines above with less indentation that open a definition
     line_start = text.rfind("\n", 0, offset) + 1
     indent = len(text[line_start:offset]) - len(text[line_start:offset].lstrip())
