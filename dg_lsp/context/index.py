@@ -11,15 +11,17 @@ is never run on unbounded input).
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import tree_sitter
 
 from dg_lsp.context.ignore import Ignore
-from dg_lsp.context.symbols import Definition, Import, definitions, imports
+from dg_lsp.context.symbols import Definition, Import, definition_steps, imports
 from dg_lsp.languages import parse_until, parser
 
 MAX_LINE_CHARS = 4000
@@ -30,8 +32,7 @@ EXTENSIONS = {".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "j
               ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp"}
 
 
-@dataclass(frozen=True, slots=True)
-class FileEntry:
+class FileEntry(NamedTuple):  # tuples all the way down: untracked by the garbage collector
     path: str
     key: str  # grammar key
     defs: tuple[Definition, ...]
@@ -46,6 +47,9 @@ class _Parse:
     key: str
     data: bytes
     parser: tree_sitter.Parser = field(repr=False)
+    tree: tree_sitter.Tree | None = None
+    defs: list[Definition] = field(default_factory=list)
+    steps: Iterator[None] | None = None  # the walk for definitions, once parsed
 
 
 def module_stem(path: str) -> str:
@@ -213,12 +217,19 @@ class WorkspaceIndex:
     def _continue_parse(self, deadline: float) -> None:
         job = self._parse
         assert job is not None
-        tree = parse_until(job.parser, job.data, deadline=None if deadline == float("inf") else deadline)
-        if tree is None:
-            return  # out of time; the next step resumes this parse
+        if job.tree is None:
+            job.tree = parse_until(job.parser, job.data, deadline=None if deadline == float("inf") else deadline)
+            if job.tree is None:
+                return  # out of time; the next step resumes this parse
+            job.steps = definition_steps(job.tree, job.key, job.data, job.defs)
+            return
+        assert job.steps is not None
+        clock = time.perf_counter
+        for _ in job.steps:
+            if clock() > deadline:
+                return  # the next step resumes the walk
         self._parse = None
-        self._put(FileEntry(job.path, job.key, tuple(definitions(tree, job.key, job.data)),
-                            tuple(imports(tree, job.key, job.data))))
+        self._put(FileEntry(job.path, job.key, tuple(job.defs), tuple(imports(job.tree, job.key, job.data))))
 
     # -- lookups ------------------------------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ names only (resolved by name); C/C++ `#include "x.h"` binds the header file.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import tree_sitter
 
@@ -23,8 +24,10 @@ SIGNATURE_CHARS = 240
 DOC_CHARS = 160
 
 
-@dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(NamedTuple):
+    """A tuple of strings and ints: Python's collector stops tracking such tuples, so an index of 100,000 of them
+    adds nothing to a full garbage collection (dataclass instances made those pauses tens of milliseconds)."""
+
     name: str
     kind: str  # "function" | "method" | "class" | "type" | "constant"
     signature: str
@@ -33,8 +36,7 @@ class Definition:
     parent: str = ""  # the enclosing class / impl / namespace, "" at top level
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
+class Import(NamedTuple):
     local: str  # the name bound in the importing file
     module: str  # as written: "a.b", "..m", "./x", "fmt", "a::b", "x.h"
     name: str = ""  # the imported member ("" when `local` is the module itself)
@@ -73,6 +75,7 @@ _WRAPPERS = frozenset(
 _IDENT = frozenset("identifier type_identifier field_identifier property_identifier namespace_identifier "
                    "qualified_identifier operator_name destructor_name primitive_type".split())
 _HOSTS = ("decorated_definition", "export_statement")
+STEP_NODES = 64
 MAX_NODES = 20000  # a walk visits at most this many nodes (a generated file of 100,000 constants stops early)
 
 
@@ -157,8 +160,16 @@ def _push(stack: list, node: tree_sitter.Node, parent: str, in_class: bool,
 
 def definitions(tree: tree_sitter.Tree, key: str, src: bytes) -> list[Definition]:
     """Every definition the walk reaches (see the module docstring), in document order."""
-    kinds = KINDS.get(key, {})
     out: list[Definition] = []
+    for _ in definition_steps(tree, key, src, out):
+        pass
+    return out
+
+
+def definition_steps(tree: tree_sitter.Tree, key: str, src: bytes, out: list[Definition]) -> Iterator[None]:
+    """`definitions` in steps: appends to `out`, yielding every STEP_NODES nodes (the index walks a big file
+    between messages)."""
+    kinds = KINDS.get(key, {})
     # (node, parent name, inside a class, the node's previous named sibling: prev_named_sibling is a walk from
     # the first child in tree-sitter, so a class of 500 methods would cost 500^2 steps)
     stack: list[tuple] = [(tree.root_node, "", False, None, None)]
@@ -166,6 +177,8 @@ def definitions(tree: tree_sitter.Tree, key: str, src: bytes) -> list[Definition
     while stack and visited < MAX_NODES:
         node, parent, in_class, prev, wrapper = stack.pop()
         visited += 1
+        if visited % STEP_NODES == 0:
+            yield
         kind = kinds.get(node.type)
         if kind == "prototype":
             kind = "function"
@@ -191,7 +204,6 @@ def definitions(tree: tree_sitter.Tree, key: str, src: bytes) -> list[Definition
             out.append(Definition(name, kind, sig, doc, node.start_point[0], parent))
         if kind == "class" and body is not None and names:
             _push(stack, body, names[0], True)
-    return out
 
 
 # ---- imports ----
@@ -278,9 +290,13 @@ IMPORT_SCAN = 512  # top-level nodes looked at (imports sit at the head of a fil
 def imports(tree: tree_sitter.Tree, key: str, src: bytes) -> list[Import]:
     """The imports among the first IMPORT_SCAN top-level nodes, and the names they bind."""
     kinds, out = IMPORT_NODES.get(key, ()), []
-    for i, node in enumerate(tree.root_node.named_children):
-        if i >= IMPORT_SCAN:
+    cursor = tree.root_node.walk()  # sibling steps: named_children would list all of a 100,000-node file
+    more = cursor.goto_first_child()
+    for _ in range(IMPORT_SCAN):
+        if not more:
             break
+        node = cursor.node
+        more = cursor.goto_next_sibling()
         if node.type not in kinds:
             continue
         try:
