@@ -69,17 +69,21 @@ def module_file(pkg_root: Path, importer: Path, module: str, level: int) -> Path
     return None
 
 
-def top_defs(path: Path) -> dict[str, int]:
-    try:
-        tree = ast.parse(path.read_text("utf-8", "replace"))
-    except SyntaxError:
-        return {}
-    return {n.name: n.lineno - 1 for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+def top_defs(path: Path, seen: dict[Path, dict[str, int]]) -> dict[str, int]:
+    """Top-level functions and classes of a file -> their 0-based line (ast: the ground truth)."""
+    if path not in seen:
+        try:
+            body = ast.parse(path.read_text("utf-8", "replace")).body
+        except SyntaxError:
+            body = []
+        kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        seen[path] = {n.name: n.lineno - 1 for n in body if isinstance(n, kinds)}
+    return seen[path]
 
 
 def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
     """(file, offset of the hole, the needed name, its file, its 0-based line) for every qualifying call."""
-    out = []
+    out, defs = [], {}
     for f in sorted(pkg_root.rglob("*.py")):
         text = f.read_text("utf-8", "replace")
         try:
@@ -92,7 +96,7 @@ def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
                 for a in node.names:
                     src = module_file(pkg_root, f, node.module or "", node.level)
                     sub = module_file(pkg_root, f, f"{node.module or ''}.{a.name}".strip("."), node.level)
-                    if sub is not None and (src is None or a.name not in top_defs(src)):
+                    if sub is not None and (src is None or a.name not in top_defs(src, defs)):
                         binds[a.asname or a.name] = (sub, None)
                     elif src is not None:
                         binds[a.asname or a.name] = (src, a.name)
@@ -115,12 +119,17 @@ def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
                 where = fn.value
             if name is None or src.resolve() == f.resolve():
                 continue
-            line = top_defs(src).get(name)
+            line = top_defs(src, defs).get(name)
             if line is None:
                 continue
             offset = starts[where.lineno - 1] + len(text.splitlines()[where.lineno - 1][:where.col_offset])
             out.append((f, offset, name, src, line))
     return out
+
+
+def hit(s, rel: str, line: int, needed: str) -> bool:
+    """Does snippet `s` hold the definition of `needed` (at `line` of `rel`, or as a member of a class stub)?"""
+    return s.path == rel and (s.line == line or re.search(rf"\b(def|class)\s+{needed}\b", s.text) is not None)
 
 
 def recall(projects: list[str], n_holes: int, encode) -> dict:
@@ -142,18 +151,15 @@ def recall(projects: list[str], n_holes: int, encode) -> dict:
             rel = src.resolve().relative_to(pkg.resolve()).as_posix()
             holes += 1
 
-            def hit(s) -> bool:
-                return s.path == rel and (s.line == line or re.search(rf"\b(def|class)\s+{needed}\b", s.text))
-
             for b in BUDGETS:
                 choice = sel.select(str(f.resolve()), seen, offset, b, encode)
-                if any(hit(s) for s in choice.snippets):
+                if any(hit(s, rel, line, needed) for s in choice.snippets):
                     found[b] += 1
                 if b == 1024:
                     for s in choice.snippets:
                         n = len(encode(s.text))
                         total_tokens += n
-                        useful += n if hit(s) else 0
+                        useful += n if hit(s, rel, line, needed) else 0
     return {"holes": holes, "recall": {str(b): round(found[b] / max(holes, 1), 3) for b in BUDGETS},
             "precision_1024": round(useful / max(total_tokens, 1), 3)}
 
@@ -207,14 +213,15 @@ def typing(project: str, encode, n_keys: int) -> dict:
         snap = Document(f.resolve().as_uri(), "python", k + 1, cur).snapshot()
         hole = hole_at_cursor(snap, offset + k)
         for mode in ("off", "on"):
-            t = time.perf_counter()
+            t = time.process_time()  # CPU time of this process: the machine's other load does not count
             related, current = ws.related(snap, hole.start, encode, 256) if mode == "on" else ((), "")
             p = build_prompt(snap, hole, encode, fmt, 1024, related, current)
-            times[mode].append((time.perf_counter() - t) * 1e3)
-            ids = p.context_ids
-            if prev[mode] is not None:
-                common = next((i for i, (a, b) in enumerate(zip(prev[mode], ids)) if a != b), min(len(ids), len(prev[mode])))
-                reuse[mode].append(common / len(prev[mode]))
+            times[mode].append((time.process_time() - t) * 1e3)
+            ids, last = p.context_ids, prev[mode]
+            if last is not None:
+                common = next((i for i, (a, b) in enumerate(zip(last, ids, strict=False)) if a != b),
+                              min(len(ids), len(last)))
+                reuse[mode].append(common / len(last))
             prev[mode] = ids
 
     def p95(xs: list[float]) -> float:

@@ -114,7 +114,8 @@ def _names(node: tree_sitter.Node, key: str, src: bytes) -> list[str]:
         mods = next((c for c in node.children if c.type == "modifiers"), None)
         if mods is None or "final" not in _text(mods, src) or "static" not in _text(mods, src):
             return []
-        return [_text(d.child_by_field_name("name"), src) for d in node.named_children if d.type == "variable_declarator"]
+        decls = [d for d in node.named_children if d.type == "variable_declarator"]
+        return [_text(d.child_by_field_name("name"), src) for d in decls]
     if key == "rust" and t == "impl_item":
         return [_text(node.child_by_field_name("type"), src)]
     if key in ("c", "cpp") and t in ("function_definition", "type_definition", "declaration"):
@@ -131,7 +132,8 @@ def _doc(node: tree_sitter.Node, prev: tree_sitter.Node | None, body: tree_sitte
     """The first line of a Python docstring, else of the comment right above the definition."""
     if body is not None and body.named_child_count:
         first = body.named_children[0]
-        if first.type == "expression_statement" and first.named_child_count and first.named_children[0].type == "string":
+        is_doc = first.type == "expression_statement" and first.named_child_count
+        if is_doc and first.named_children[0].type == "string":
             for line in _text(first, src).strip("\"'rbuRBU \n").splitlines():
                 if line.strip():
                     return _squash(line.strip("\"' "), DOC_CHARS)
@@ -216,7 +218,8 @@ def _py_imports(node: tree_sitter.Node, src: bytes) -> list[Import]:
     if node.type == "import_statement":
         for c in node.named_children:
             if c.type == "aliased_import":
-                out.append(Import(_text(c.child_by_field_name("alias"), src), _text(c.child_by_field_name("name"), src)))
+                alias, name = c.child_by_field_name("alias"), c.child_by_field_name("name")
+                out.append(Import(_text(alias, src), _text(name, src)))
             elif c.type == "dotted_name":
                 mod = _text(c, src)
                 out.append(Import(mod.split(".")[0], mod.split(".")[0]))
@@ -226,7 +229,8 @@ def _py_imports(node: tree_sitter.Node, src: bytes) -> list[Import]:
     mod = _text(node.child_by_field_name("module_name"), src)
     for c in node.children_by_field_name("name"):
         if c.type == "aliased_import":
-            out.append(Import(_text(c.child_by_field_name("alias"), src), mod, _text(c.child_by_field_name("name"), src)))
+            alias, name = c.child_by_field_name("alias"), c.child_by_field_name("name")
+            out.append(Import(_text(alias, src), mod, _text(name, src)))
         else:
             out.append(Import(_text(c, src), mod, _text(c, src)))
     return out

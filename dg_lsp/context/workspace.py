@@ -158,3 +158,24 @@ class Workspace:
             return {"state": "off"}
         return {"state": "building" if self.index.building else "ready", "files": len(self.index.files),
                 "skipped": self.index.skipped, "buildS": None if self.build_s is None else round(self.build_s, 2)}
+
+
+def check_summary(root: Path, max_files: int = 5000, max_file_bytes: int = 262144,
+                  encode: Callable[[str], list[int]] | None = None, budget: int = 256) -> dict[str, Any]:
+    """`dg-lsp --check`: index `root` as the server would (at once), and the context a hole at the end of the first
+    indexed file with resolvable imports would get (files, tokens)."""
+    t0 = time.perf_counter()
+    index = WorkspaceIndex([root], max_files, max_file_bytes)
+    index.build()
+    out: dict[str, Any] = {"root": str(root.resolve()), "files": len(index.files), "skipped": index.skipped,
+                           "definitions": sum(len(e.defs) for e in index.files.values()),
+                           "buildS": round(time.perf_counter() - t0, 2)}
+    selector, encode = Selector(index), encode or (lambda s: s.split())
+    for path in sorted(index.files):
+        text = Path(path).read_text("utf-8", "replace")
+        choice = selector.select(path, text, len(text), budget, encode)
+        if choice.snippets:
+            out["sample"] = {"file": selector.relpath(path), "files": sorted({s.path for s in choice.snippets}),
+                             "tokens": choice.tokens}
+            break
+    return out

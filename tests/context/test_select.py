@@ -16,18 +16,27 @@ from engine.prompts.chat import user_message
 from engine.seam import HoleInfo
 from engine.tokens import InfillFormat
 
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines) + "\n"
+
+
 PROJECT = {
     "shop/__init__.py": "",
-    "shop/money.py": ('"""Money."""\nfrom decimal import Decimal\n\nTAX_RATE = Decimal("0.2")\n\n\n'
-                      'def round_cents(amount):\n    """Round to whole cents."""\n    return amount.quantize(Decimal("0.01"))\n\n\n'
-                      'def add_tax(amount, rate=TAX_RATE):\n    """The amount with tax."""\n    return round_cents(amount * (1 + rate))\n'),
-    "shop/cart.py": ('from dataclasses import dataclass\n\n\n@dataclass\nclass Item:\n    """A line of a cart."""\n'
-                     '    name: str\n    price: float\n    qty: int = 1\n\n    def total(self):\n        return self.price * self.qty\n\n\n'
-                     'class Cart:\n    """Items to buy."""\n    def __init__(self):\n        self.items = []\n\n'
-                     '    def add(self, item: Item) -> None:\n        self.items.append(item)\n'),
-    "shop/checkout.py": ("from shop.money import add_tax\nfrom shop import cart as carts\n\n\n"
-                         "def checkout(c: carts.Cart):\n    subtotal = sum(i.total() for i in c.items)\n"
-                         "    return add_tax(subtotal)\n"),
+    "shop/money.py": _lines('"""Money."""', "from decimal import Decimal", "", 'TAX_RATE = Decimal("0.2")', "", "",
+                            "def round_cents(amount):", '    """Round to whole cents."""',
+                            '    return amount.quantize(Decimal("0.01"))', "", "",
+                            "def add_tax(amount, rate=TAX_RATE):", '    """The amount with tax."""',
+                            "    return round_cents(amount * (1 + rate))"),
+    "shop/cart.py": _lines("from dataclasses import dataclass", "", "", "@dataclass", "class Item:",
+                           '    """A line of a cart."""', "    name: str", "    price: float", "    qty: int = 1", "",
+                           "    def total(self):", "        return self.price * self.qty", "", "",
+                           "class Cart:", '    """Items to buy."""', "    def __init__(self):",
+                           "        self.items = []", "", "    def add(self, item: Item) -> None:",
+                           "        self.items.append(item)"),
+    "shop/checkout.py": _lines("from shop.money import add_tax", "from shop import cart as carts", "", "",
+                               "def checkout(c: carts.Cart):", "    subtotal = sum(i.total() for i in c.items)",
+                               "    return add_tax(subtotal)"),
     "other/noise.py": "".join(f"def noise_{i}(x):\n    return x + {i}\n\n" for i in range(40)),
 }
 
@@ -95,7 +104,8 @@ def test_similar_windows_from_open_documents(tmp_path):
     assert any(s.why == "similar" and "row.split(sep)" in s.text for s in choice.snippets)
 
 
-SNIPS = [Snippet("b/z.py", 4, "def z(): ...", "python", "import"), Snippet("a/y.py", 9, "def y2(): ...", "python", "import"),
+SNIPS = [Snippet("b/z.py", 4, "def z(): ...", "python", "import"),
+         Snippet("a/y.py", 9, "def y2(): ...", "python", "import"),
          Snippet("a/y.py", 1, "def y1(): ...", "python", "name")]
 
 
@@ -157,4 +167,5 @@ def test_chat_gets_a_related_code_section():
     msg = user_message("x = y1(", "\n", info, "```")
     assert re.search(r"Related code from other files:\n\n`a/y.py`:\n```python\ndef y1\(\): \.\.\.", msg)
     assert msg.index("Related code") < msg.index("This is the file")
-    assert "Related code" not in user_message("a", "b", HoleInfo(kind="line", language="python", filename="c.py"), "```")
+    plain = HoleInfo(kind="line", language="python", filename="c.py")
+    assert "Related code" not in user_message("a", "b", plain, "```")
