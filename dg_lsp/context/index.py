@@ -172,8 +172,8 @@ class WorkspaceIndex:
                 self.seen += 1
                 if len(self.files) >= self.max_files:
                     self.skipped += 1
-                elif path not in self.files:
-                    self._start(path)
+                elif path not in self.files and not self._start(path):
+                    self.skipped += 1
         return not self.building
 
     def build(self) -> None:
@@ -201,18 +201,15 @@ class WorkspaceIndex:
             return None
         return key, data
 
-    def _start(self, path: str) -> None:
+    def _start(self, path: str) -> bool:
+        """Start indexing `path`; False when it is left out (gone, too big, a line too long, no grammar)."""
         got = self._read(path)
-        if got is None:
-            if Path(path).exists():
-                self.skipped += 1
+        p = parser(got[0]) if got is not None else None
+        if got is None or p is None:
             self.remove(path)
-            return
-        key, data = got
-        p = parser(key)
-        if p is None:
-            return
-        self._parse = _Parse(path, key, data, p)
+            return False
+        self._parse = _Parse(path, got[0], got[1], p)
+        return True
 
     def _continue_parse(self, deadline: float) -> None:
         job = self._parse

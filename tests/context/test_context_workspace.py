@@ -4,7 +4,6 @@ and watched-file events, and handing each hole its snippets."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from dg_lsp.context.workspace import Workspace, check_summary
 from dg_lsp.documents import DocumentStore
