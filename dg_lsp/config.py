@@ -51,6 +51,10 @@ class Settings:
     min_confidence: float | None = None
     # openai: per-request canvas and steps in `vllm_xargs` (auto: when /v1/models says the server is vLLM)
     openai_diffusion: str = "auto"
+    # dg.rewriteSelection starts its canvas from the selection's own tokens (FIM checkpoints), each replaced by
+    # noise with probability rewrite_noise (0: the selection as is; 1: from noise, as without the setting)
+    rewrite_from_selection: bool = False
+    rewrite_noise: float = 0.5
     # context from other files (docs/PROTOCOL.md, "Context from other files"): tokens of it per prompt, taken out
     # of contextTokens (None: a quarter of contextTokens; 0: off, and no workspace index is built); index caps
     cross_file_tokens: int | None = None
@@ -114,6 +118,11 @@ def _unit(v: Any) -> str | None:
     return None if ok else f"expected a number in 0..1 or null, got {v!r}"
 
 
+def _fraction(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+    return None if ok else f"expected a number in 0..1, got {v!r}"
+
+
 def _endpoint(v: Any) -> str | None:
     ok = v is None or (isinstance(v, str) and v.startswith(("unix:/", "http://", "https://")))
     return None if ok else f"expected unix:/PATH, http://HOST:PORT or https://... or null, got {v!r}"
@@ -154,6 +163,8 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "auto_start": _bool,
     "min_confidence": _unit,
     "openai_diffusion": _choice(OPENAI_DIFFUSION),
+    "rewrite_from_selection": _bool,
+    "rewrite_noise": _fraction,
     "cross_file_tokens": _int_range(0, 16384, nullable=True),
     "index_max_files": _int_range(0, 1_000_000),
     "index_max_file_bytes": _int_range(1024, 16 << 20),
@@ -180,6 +191,8 @@ KEYS: dict[str, str] = {
     "autoStart": "auto_start",
     "minConfidence": "min_confidence",
     "openaiDiffusion": "openai_diffusion",
+    "rewriteFromSelection": "rewrite_from_selection",
+    "rewriteNoise": "rewrite_noise",
     "crossFileTokens": "cross_file_tokens",
     "indexMaxFiles": "index_max_files",
     "indexMaxFileBytes": "index_max_file_bytes",
@@ -217,7 +230,7 @@ def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list
             continue
         if name == "languages" and isinstance(value, list):
             value = tuple(value)
-        if name in ("entropy_bound", "min_confidence") and _is_int(value):
+        if name in ("entropy_bound", "min_confidence", "rewrite_noise") and _is_int(value):
             value = float(value)
         err = _CHECKS[name](value)
         if err:

@@ -49,13 +49,15 @@ class Policy:
     encoding: Encoding
     min_confidence: float = 0.0  # the gate: a fill less confident than this is withheld (0: none is)
     force: bool = False  # a command's "apply anyway": the gate reports but does not withhold
+    seed_noise: float | None = None  # rewrites start from the selection at this noise level (None: from noise)
     cross_file_tokens: int = 0  # context from other files (dg_lsp.context); 0: none
 
     @classmethod
     def of(cls, settings: Settings, kind: RequestKind, encoding: Encoding, min_confidence: float = 0.0,
            force: bool = False) -> Policy:
+        seed = settings.rewrite_noise if settings.rewrite_from_selection else None
         return cls(kind, settings.steps, settings.entropy_bound, settings.context_tokens, settings.drafts, encoding,
-                   min_confidence, force, settings.cross_file_budget())
+                   min_confidence, force, seed, settings.cross_file_budget())
 
     @property
     def parse_budget(self) -> int:
@@ -161,8 +163,10 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                       prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3),
                       cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
                       cross_file_tokens=prompt.cross_file_tokens)
+    init_ids = seed_ids(hole, fmt.name, policy, backend, prompt)
     key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
-                                       SEED, prompt.max_canvases))
+                                       SEED, prompt.max_canvases),
+           None if init_ids is None else (tuple(init_ids), policy.seed_noise))
 
     def current() -> bool:  # the same open of the document, at the same version (Snapshot.identity)
         return identity_of(snap.uri) == snap.identity
@@ -192,7 +196,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                     prepared.append(None)
 
         raw, confidence, reason = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace,
-                                                    stats, events, prepare)
+                                                    stats, events, prepare, init_ids)
         if reason is None:
             caches.fills.put(key, (raw, confidence))
         prepared.append(None)  # too late now: postprocess prepares it itself
@@ -218,16 +222,27 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
     return FillOutcome(fill, reason, stats, withheld)
 
 
+def seed_ids(hole: Hole, fmt_name: str, policy: Policy, backend: InfillBackend, prompt: Prompt) -> list[int] | None:
+    """The seed canvas of a rewrite (setting rewriteFromSelection): the selection's own token ids, which a FIM
+    checkpoint's canvas holds as they are (its answer is the middle itself); cut to what the canvases hold. None
+    for other fills, and for chat checkpoints (their answer is wrapped; dg.rewriteSelection refuses them first)."""
+    if policy.seed_noise is None or hole.kind != "selection" or fmt_name != "fim":
+        return None
+    return backend.encode(hole.replaced)[: prompt.canvas_length * prompt.max_canvases]
+
+
 async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
                       worker: Worker, request_id: str, trace: Trace, stats: FillStats, events: FillEvents,
-                      first_step: Callable[[], None]) -> tuple[str, float | None, str | None]:
+                      first_step: Callable[[], None], init_ids: list[int] | None = None
+                      ) -> tuple[str, float | None, str | None]:
     """Run the engine job: (engine text, its confidence, None) or ("", None, why not). A cancelled task ends here
     as "cancelled"."""
     ticket = worker.ticket(snap.uri, request_id, policy.kind, backend.new_cancel_token())
     draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
     on_step = _step_listener(snap, request_id, draft_range, events, first_step)
     job = EngineJob(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
-                    prompt.max_canvases, on_step=on_step, draft_text=policy.drafts)
+                    prompt.max_canvases, on_step=on_step, draft_text=policy.drafts, init_ids=init_ids,
+                    start_noise=1.0 if init_ids is None else float(policy.seed_noise or 0.0))
     busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, events.busy)
     res: FillResult | None = None
     try:

@@ -77,6 +77,8 @@ class EngineJob:
     seed: int = SEED
     on_step: Callable[[StepDraft], None] | None = field(default=None, compare=False)
     draft_text: bool = False  # decode each step's canvas to text (only dg/draft shows it)
+    init_ids: list[int] | None = None  # the seed canvas (engine.seam.InfillBackend.infill), None: from noise
+    start_noise: float = 1.0
 
 
 Check = Callable[[InfillBackend, CancelFlag], None]
@@ -297,6 +299,7 @@ def _run(engine: InfillBackend, ticket: Ticket, job: EngineJob) -> FillResult | 
     try:
         return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
                              entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
-                             cancel=ticket.token, on_step=on_step, draft_text=job.draft_text)
+                             cancel=ticket.token, on_step=on_step, draft_text=job.draft_text,
+                             init_ids=job.init_ids, start_noise=job.start_noise)
     finally:
         ticket.finished_at = time.perf_counter()

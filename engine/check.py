@@ -42,7 +42,9 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
     prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights (the format in force),
     weights_bytes, memory (weight bytes per format for this shape, the device's free memory, which formats fit, what
     weights=auto picks, as lines to read), kv_bytes_per_token and kv_bytes_4k_context, and with `fill` the answer
-    (fill, raw canvas text, steps, fill_ms). On failure ok is False and `error` says what went wrong (a checkpoint
+    (fill, raw canvas text, steps, fill_ms) and `seeded`: the same hole filled again from a canvas seeded with that
+    answer at start_noise 0 (how many of its tokens the model keeps: a checkpoint confident in its own answer keeps
+    them all, which a seeded rewrite relies on). On failure ok is False and `error` says what went wrong (a checkpoint
     too big for the device names the format that would fit)."""
     out: dict[str, Any] = {"ok": False, "model": model or "default"}
     try:
@@ -77,6 +79,10 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
             res = eng.infill(ids, canvas_length=min(fmt.canvas_lengths))
             out.update(fill=fmt.answer(res.text, SAMPLE_PREFIX, SAMPLE_SUFFIX), raw=res.text, steps=res.steps,
                        fill_ms=round(res.timings.get("total_ms", 0.0), 1))
+            again = eng.infill(ids, canvas_length=min(fmt.canvas_lengths), seed=1, init_ids=res.ids, start_noise=0.0)
+            kept = sum(a == b for a, b in zip(again.ids, res.ids, strict=False))
+            out["seeded"] = {"start_noise": 0.0, "raw": again.text, "kept": f"{kept}/{len(res.ids)}",
+                             "identical": again.ids == res.ids}
         out["ok"] = True
     except Exception as exc:  # report any failure as JSON: this is a diagnostic command
         out["error"] = f"{type(exc).__name__}: {exc}"

@@ -53,13 +53,21 @@ class DenoiseState:
                    confidence=torch.zeros((), **f32), out=torch.zeros(2 * canvas + 2, **i64))
 
     def start(self, key: int, vocab: int, steps: int, t_min: float, t_max: float, bound: float,
-              confidence: float) -> None:
+              confidence: float, seed: torch.Tensor | None = None, noise: float = 1.0) -> None:
         """Reset for a new canvas: a uniform random canvas, no self-conditioning, empty history. Device-side fills
-        only (no host-to-device copy that would wait for the device)."""
+        only (no host-to-device copy that would wait for the device). `seed` (1, C) int64 on the device starts the
+        canvas from given ids instead, corrupted as the model was trained (uniform-noise diffusion): each position
+        independently replaced by the random canvas's id with probability `noise` (1: the random canvas, the seed
+        unused; 0: the seed as is). The mask's uniforms come from their own stream (`rng.SEED_MASK`), so the
+        random ids, and every later step's draws, are those of an unseeded canvas with the same key."""
         self.key.fill_(key)
         self.step.zero_()
-        self.canvas.copy_(rng.randint(rng.step_seeds(self.key, self.step, rng.INITIAL, self.canvas.shape[1]),
-                                      vocab)[None])
+        c = self.canvas.shape[1]
+        fresh = rng.randint(rng.step_seeds(self.key, self.step, rng.INITIAL, c), vocab)[None]  # (1, C)
+        if seed is not None and noise < 1.0:
+            u = rng.uniform(rng.step_seeds(self.key, self.step, rng.SEED_MASK, c))[None]  # (1, C) in (0, 1)
+            fresh = torch.where(u < noise, fresh, seed)
+        self.canvas.copy_(fresh)
         self.soft.zero_()
         self.history.fill_(-1)
         self.steps.fill_(steps)

@@ -19,14 +19,14 @@ from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
 from engine.denoise import PROB_SCALE
 from engine.kv_cache import KVCache, kv_bytes
-from engine.loader import load_model
+from engine.loader import load_model, load_tokenizer
 from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
 from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import CancelToken, PromptFormat, fill_confidence
+from engine.seam import CancelToken, PromptFormat, fill_confidence, seed_canvases
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -105,26 +105,6 @@ class SampleSettings:
     stability_threshold: int
     confidence_threshold: float
     one_per_step: bool = False  # left-to-right baseline: accept only the lowest-entropy position each step
-
-
-def load_tokenizer(path: Path, side: Path) -> tuple[Tokenizer | None, tuple[str, str] | None, str]:
-    """(tokenizer, chat template passed to the prompt formats, where the tokenizer came from). An HF tokenizer.json
-    beside the checkpoint wins; a GGUF without one brings its own (tokenizer.ggml.*), and its
-    `tokenizer.chat_template` is used where no template file is beside it."""
-    from engine.formats import gguf
-
-    tok_file = side / "tokenizer.json"
-    beside = tok_file.is_file()
-    tokenizer = Tokenizer.from_file(str(tok_file)) if beside else None
-    source = f"{tok_file} (beside the checkpoint)" if beside else "none: no tokenizer.json beside the checkpoint"
-    if not gguf.is_gguf(path):
-        return tokenizer, None, source
-    rebuilt, text, why = gguf.file_prompt(path, tokenizer=not beside)
-    if rebuilt is not None:
-        tokenizer, source = rebuilt, gguf.TOKENIZER_SOURCE
-    elif not beside:
-        source = f"none: {why}"
-    return tokenizer, (text, gguf.TEMPLATE_SOURCE) if text else None, source
 
 
 class Engine:
@@ -287,11 +267,11 @@ class Engine:
         self.prefix_cache.clear()
 
     # -- the denoising loop --------------------------------------------------------------------------------------
-    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int,
-               cancel: CancelToken | None) -> Iterator[StepOut]:
-        """Denoise one canvas; yields a `StepOut` after each step. The engine lock is held during each step, never
-        across a yield."""
-        schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
+    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int, cancel: CancelToken | None,
+               seed: tuple[int, ...] | None = None, noise: float = 1.0) -> Iterator[StepOut]:
+        """Denoise one canvas (from `seed` corrupted at level `noise` when given, see `DenoiseState.start`); yields
+        a `StepOut` after each step. The engine lock is held during each step, never across a yield."""
+        schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold, seed, noise)
         run = None
         try:
             for _ in range(st.steps):
@@ -314,9 +294,13 @@ class Engine:
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
                cancel: CancelToken | None = None, reference_compatible: bool = False,
-               one_per_step: bool = False, draft_text: bool = True) -> Iterator[Draft]:
+               one_per_step: bool = False, draft_text: bool = True, init_ids: list[int] | None = None,
+               start_noise: float = 1.0) -> Iterator[Draft]:
         """Yield a Draft after every denoising step; the last Draft has done=True and carries the result. The
-        engine lock is taken for the encoder and for each step, and released before every yield."""
+        engine lock is taken for the encoder and for each step, and released before every yield. `init_ids` seeds
+        the canvases (`seed_canvases`), each position replaced by a uniform random id with probability
+        `start_noise` (the training corruption; 1: from noise, 0: the seed as is); a position the first step does
+        not accept is renoised, so the seed survives where the model confidently agrees."""
         if not context_ids:
             raise ValueError("context_ids must not be empty (the decoder needs at least one cached token)")
         if any(not 0 <= t < self.vocab_size for t in context_ids):
@@ -328,6 +312,7 @@ class Engine:
             raise ValueError(f"canvas_length must be > 0, got {length}")
         st = self.settings(steps, entropy_bound, one_per_step)
         eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
+        seeds = seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], pad)
         t0 = time.perf_counter()
         gen = torch.Generator(device=self.device).manual_seed(seed) if reference_compatible else None
         with self._lock:
@@ -342,8 +327,10 @@ class Engine:
         for c in range(max_canvases):
             canvases += 1
             ids = argmax = token_probs = None
-            steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock) if gen is not None
-                          else self._steps(cache, length, st, rng.request_key(seed, c), cancel))
+            sc = seeds[c] if c < len(seeds) else None
+            steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock, sc, start_noise)
+                          if gen is not None else self._steps(cache, length, st, rng.request_key(seed, c), cancel, sc,
+                                                              start_noise))
             for step, (canvas_ids, n_acc, _, device_argmax, device_probs) in enumerate(steps_iter, start=1):
                 argmax, token_probs = device_argmax, device_probs
                 n_steps += 1

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from engine.config import TextConfig
 from engine.formats import gguf
@@ -149,3 +150,21 @@ def _share_encoder(state: dict[str, torch.Tensor], expected: dict, tied: bool) -
                 state[key] = state[dec]
         elif state[key].shape == state[dec].shape and torch.equal(state[key], state[dec]):
             state[key] = state[dec]
+
+
+def load_tokenizer(path: Path, side: Path) -> tuple[Tokenizer | None, tuple[str, str] | None, str]:
+    """(tokenizer, chat template passed to the prompt formats, where the tokenizer came from). An HF tokenizer.json
+    beside the checkpoint wins; a GGUF without one brings its own (tokenizer.ggml.*), and its
+    `tokenizer.chat_template` is used where no template file is beside it."""
+    tok_file = side / "tokenizer.json"
+    beside = tok_file.is_file()
+    tokenizer = Tokenizer.from_file(str(tok_file)) if beside else None
+    source = f"{tok_file} (beside the checkpoint)" if beside else "none: no tokenizer.json beside the checkpoint"
+    if not gguf.is_gguf(path):
+        return tokenizer, None, source
+    rebuilt, text, why = gguf.file_prompt(path, tokenizer=not beside)
+    if rebuilt is not None:
+        tokenizer, source = rebuilt, gguf.TOKENIZER_SOURCE
+    elif not beside:
+        source = f"none: {why}"
+    return tokenizer, (text, gguf.TEMPLATE_SOURCE) if text else None, source

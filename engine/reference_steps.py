@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 
 
 def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: SampleSettings,
-                    gen: torch.Generator, cancel: CancelFlag | None, lock: threading.RLock
-                    ) -> Iterator[StepOut]:
+                    gen: torch.Generator, cancel: CancelFlag | None, lock: threading.RLock,
+                    seed: tuple[int, ...] | None = None, noise: float = 1.0) -> Iterator[StepOut]:
     """Like `Engine._steps`: yields a `StepOut` after each step, holding `lock` during each step and never across a
-    yield; one host read per step."""
+    yield; one host read per step. `seed`/`noise`: the canvas's starting ids and their corruption level, drawn as
+    `S.reference_seeded_canvas` documents."""
     v, dev, wdtype = model.cfg.vocab_size, model.embed_tokens.device, model.embed_tokens.dtype
-    canvas = S.initial_canvas(1, length, v, gen, dev)
+    canvas = S.reference_seeded_canvas(seed, noise, length, v, gen, dev)
     soft = torch.zeros(1, length, model.cfg.hidden_size, device=dev, dtype=wdtype)
     history = torch.full((st.stability_threshold, 1, length), -1, dtype=torch.long, device=dev)
     kv = None

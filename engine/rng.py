@@ -6,7 +6,8 @@ Generator's state would be baked in), and it never asks the host for a seed. The
 Gumbel noise with the same `mix32`, keyed by the same row seeds.
 
 Values are uint32 held in int64 tensors. Streams: every draw is keyed by (request key, step, stream id, row), and
-the stream ids below keep the sampler's, the renoiser's and the first canvas's draws apart.
+the stream ids below keep the sampler's, the renoiser's, the first canvas's and a seeded canvas's corruption
+mask's draws apart.
 
 The draws a step makes (`step_seeds`, `uniform`, `randint`) are custom ops, opaque to torch.compile: Inductor
 would inline each hash's reused intermediates into their readers, an expression tree exponential in the number
@@ -21,7 +22,7 @@ M32 = 0xFFFFFFFF
 # Per-row key derivation constant (the 32-bit golden ratio), shared with the kernel.
 GOLDEN32 = 0x9E3779B9
 
-SAMPLE, RENOISE, INITIAL = 1, 2, 3
+SAMPLE, RENOISE, INITIAL, SEED_MASK = 1, 2, 3, 4
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:

@@ -54,6 +54,8 @@ class Schedule:
     t_max: float
     bound: float
     confidence: float
+    seed: tuple[int, ...] | None = None  # the canvas's starting ids (C of them), or None: from noise
+    noise: float = 1.0  # the seed's corruption level (DenoiseState.start)
 
 
 class CanvasRun:
@@ -119,7 +121,10 @@ class StepRunner:
     def _load(self, run: CanvasRun, kv: DecodeKV, state: DenoiseState) -> None:
         m, s = self.model, run.schedule
         kv.fill(run.cache, m.rope_tables(run.cache.length, run.bucket.canvas, self.device, self.dtype))
-        state.start(s.key, m.cfg.vocab_size, s.steps, s.t_min, s.t_max, s.bound, s.confidence)
+        seed = None
+        if s.seed is not None:  # an asynchronous copy: the host does not wait for the device's queue
+            seed = torch.tensor([s.seed], dtype=torch.long).to(self.device, non_blocking=True)
+        state.start(s.key, m.cfg.vocab_size, s.steps, s.t_min, s.t_max, s.bound, s.confidence, seed, s.noise)
 
     def prepare(self, run: CanvasRun) -> tuple[DecodeKV, DenoiseState]:
         if not self.graphs:

@@ -93,6 +93,24 @@ def fill_confidence(token_probs: Sequence[float]) -> float | None:
     return sum(token_probs) / len(token_probs) if token_probs else None
 
 
+def seed_canvases(init_ids: list[int] | None, noise: float, length: int, vocab: int, eos_id: int,
+                  pad_id: int) -> list[tuple[int, ...]]:
+    """A seed (the ids a fill should start from) -> the starting ids of canvases 0, 1, ..., `length` each: the seed
+    ends as the model's own answers end (one eos, then pad), and is cut into canvases of `length` ids (the last
+    padded with pad). transformers' `generate(decoder_input_ids=...)` takes exactly one (1, C) canvas and neither
+    pads nor truncates (another width fails in its mask); a seed shorter than the canvas here equals passing
+    `seed + [eos] + [pad] * (C - len(seed) - 1)` there. Canvases past the last one start from noise, and so do
+    all when there is no seed or `noise` is 1 (returns [])."""
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"start_noise must be in [0, 1], got {noise}")
+    if init_ids is None or noise >= 1.0:
+        return []
+    if any(not 0 <= t < vocab for t in init_ids):
+        raise ValueError(f"init_ids must be in [0, {vocab})")
+    ids = list(init_ids) + [eos_id]
+    return [tuple(ids[i:i + length] + [pad_id] * max(0, i + length - len(ids))) for i in range(0, len(ids), length)]
+
+
 @runtime_checkable
 class PromptFormat(Protocol):
     """How a checkpoint wants a hole laid out, and how its answer maps back to code.
@@ -153,8 +171,11 @@ class InfillBackend(Protocol):
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
                cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
-               draft_text: bool = False) -> FillResult:
-        """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`."""
+               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0) -> FillResult:
+        """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`. `init_ids` seeds the
+        canvas (a rewrite starting from the code instead of from noise), each position replaced by a uniform
+        random id with probability `start_noise` (1: from noise, the seed unused; 0: the seed as is); a backend
+        that cannot seed fills from noise."""
         ...
 
     def settings_in_force(self, **overrides: Any) -> dict[str, Any]:

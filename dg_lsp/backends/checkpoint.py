@@ -32,6 +32,9 @@ class LocalCheckpoint:
     prompt_format: Any  # engine.seam.PromptFormat
     splits_before_newline: bool
     default_steps: int = 48  # the checkpoint's max_denoising_steps: what the embedded engine runs with steps unset
+    vocab_size: int = 0  # what a seed canvas laid out here needs (engine.seam.seed_canvases)
+    eos_id: int = 1
+    pad_id: int = 0
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -52,4 +55,5 @@ def load_local(path: str | Path, prompt_format: str = "auto") -> LocalCheckpoint
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     config = load_config(path)
     fmt = load_prompt_format(path, tok, config, prompt_format)
-    return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok), config.sampler.max_denoising_steps)
+    return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok), config.sampler.max_denoising_steps,
+                           config.text.vocab_size, config.eos_token_ids[0], config.text.pad_token_id)

@@ -14,11 +14,19 @@ DiffusionGemma's sampler applies them per slot), so a 16-token hole denoises 16 
 The sampler (entropy bound, temperatures) stays the server's: vLLM reads it from generation_config.json. A stream
 ending with `finish_reason: "length"` is a fill whose last canvas did not reach an end token: its text is kept, as
 the embedded engine keeps an unfinished canvas's text; "abort" or "error" fail the fill.
+
+A seeded fill (`init_ids`, `start_noise`: a rewrite starting from the selected code) goes to vLLM as
+`vllm_xargs: {"diffusion_seed_canvas": [...], "diffusion_pinned": []}`: exactly `diffusion_canvas_length` ids
+(utils/diffusion.py checks the count), laid out as the embedded engine lays out its first canvas
+(engine.seam.seed_canvases: eos then pad after the seed) and corrupted here at level `start_noise` (`corrupt_seed`),
+since vLLM starts from the seed as sent; no position is pinned. Only the first canvas is seeded (vLLM takes one).
+A server that is not vLLM serving a diffusion model gets the plain request: the seed is dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +46,7 @@ from dg_lsp.backends.remote import (
     sse_data,
 )
 from dg_lsp.backends.service import Endpoint, api_key_from
+from engine.seam import seed_canvases
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +154,8 @@ class OpenAIBackend(LocalSide):
                 "sampler": "the server's (vLLM: the checkpoint's generation_config.json, or --generation-config DIR)"}
 
     def request(self, context_ids: list[int], canvas_length: int, steps: int | None = None,
-                max_canvases: int = 1) -> tuple[str, dict[str, Any]]:
+                max_canvases: int = 1, init_ids: list[int] | None = None, start_noise: float = 1.0,
+                seed: int = 0) -> tuple[str, dict[str, Any]]:
         """(path, body) of the request `infill` sends for one fill."""
         max_tokens = canvas_length * max_canvases
         messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
@@ -160,16 +170,24 @@ class OpenAIBackend(LocalSide):
             # vLLM refuses those for diffusion models)
             body["vllm_xargs"] = {"diffusion_canvas_length": canvas_length,
                                   "diffusion_max_steps": steps or self.local.default_steps}
+            loc = self.local
+            first = seed_canvases(init_ids, start_noise, canvas_length, loc.vocab_size, loc.eos_id, loc.pad_id)[:1]
+            if first:
+                body["vllm_xargs"].update(diffusion_seed_canvas=corrupt_seed(list(first[0]), start_noise,
+                                                                             loc.vocab_size, seed),
+                                          diffusion_pinned=[])
         return path, body
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
-               on_step: Callable[[Any], None] | None = None, draft_text: bool = False) -> RemoteResult:
-        """One request; on vLLM the canvas and `steps` go with it, `entropy_bound` and `seed` stay the server's."""
+               on_step: Callable[[Any], None] | None = None, draft_text: bool = False,
+               init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
+        """One request; on vLLM the canvas, `steps` and the seed canvas go with it, `entropy_bound` stays the
+        server's, `seed` only picks the seed canvas's corruption."""
         if not self.status.ready:
             self._recheck()
             return RemoteResult.failed(self.status.message)
-        path, body = self.request(context_ids, canvas_length, steps, max_canvases)
+        path, body = self.request(context_ids, canvas_length, steps, max_canvases, init_ids, start_noise, seed)
         t0 = time.perf_counter()
         try:
             out = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
@@ -233,6 +251,17 @@ async def _stream(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> R
     if finish in FAILED_FINISH:
         raise RemoteError(f"the server ended the request with finish_reason {finish!r}")
     return RemoteResult("".join(parts), steps=pieces, finish_reason=finish)
+
+
+def corrupt_seed(canvas: list[int], noise: float, vocab: int, seed: int) -> list[int]:
+    """The training corruption the embedded engine applies to a seed canvas, for a server that starts from the seed
+    as sent: each position independently replaced by a uniform random id with probability `noise`, drawn from
+    `random.Random(seed)` (per position: a uniform, then an id where it is replaced). Not the engine's draws: only
+    the distribution is the same."""
+    if noise <= 0:
+        return list(canvas)
+    draw = random.Random(seed)
+    return [draw.randrange(vocab) if draw.random() < noise else t for t in canvas]
 
 
 def _vllm_version(http: httpx.Client, endpoint: Endpoint) -> str:

@@ -157,13 +157,17 @@ class ServiceBackend(LocalSide):
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
-               on_step: Callable[[Any], None] | None = None, draft_text: bool = False) -> RemoteResult:
+               on_step: Callable[[Any], None] | None = None, draft_text: bool = False,
+               init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
         if not self.status.ready:
             return RemoteResult.failed(self.status.message)
+        dg: dict[str, Any] = {"canvas_length": canvas_length, "max_canvases": max_canvases, "steps": steps,
+                              "entropy_bound": entropy_bound, "seed": seed, "drafts": True,
+                              "draft_text": bool(draft_text), "client": self.client_id}
+        if init_ids is not None:  # unseeded bodies stay as older services know them
+            dg.update(init_ids=list(init_ids), start_noise=start_noise)
         body = {"model": self.model_name, "prompt": list(context_ids), "max_tokens": canvas_length * max_canvases,
-                "stream": True, "dg": {"canvas_length": canvas_length, "max_canvases": max_canvases, "steps": steps,
-                                       "entropy_bound": entropy_bound, "seed": seed, "drafts": True,
-                                       "draft_text": bool(draft_text), "client": self.client_id}}
+                "stream": True, "dg": dg}
         seen = [0]
 
         def step(draft: RemoteDraft) -> None:

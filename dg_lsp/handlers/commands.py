@@ -152,6 +152,12 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
                "re-fill, or use a chat-format checkpoint (setting promptFormat: chat)")
         ls.warn(why)
         return done(False, why)
+    if rewrite and ls.settings.rewrite_from_selection and (fmt := ls.worker.engine.prompt_format).name != "fim":
+        why = (f"rewriteFromSelection starts the canvas from the selection's tokens, which only a fill-in-the-middle "
+               f"checkpoint's answer holds as they are; this model's prompt format is {fmt.name} (turn "
+               "rewriteFromSelection off to rewrite from noise)")
+        ls.warn(why)
+        return done(False, why)
     snap = await ls.fresh_snapshot(snap)
     hole = hole_for_selection(snap, start, end, arg["widen"]) if rewrite else hole_at_cursor(snap, start)
     if instruction:

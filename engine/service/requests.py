@@ -2,11 +2,13 @@
 
 Both endpoints take the dg extension object `"dg"` beside the OpenAI fields (docs/PROTOCOL.md, "Engine service"):
 `canvas_length`, `max_canvases`, `steps`, `entropy_bound`, `seed`, `drafts` (with `stream: true`, one draft event
-after every denoising step), `draft_text` (default true; false sends the step numbers only) and `client` (the
-supersede key). `stop` (a string or up to 4) is honoured (engine.service.stop). Text must be valid Unicode: a lone
-surrogate (`"\\ud800"` in the JSON) is a 400 naming the field, never a tokenizer crash. Errors are `BadRequest`s
-whose message names the field; the app answers them as OpenAI error bodies (`{"error": {"message", "type", "param",
-"code"}}`, the shape current vLLM uses).
+after every denoising step), `draft_text` (default true; false sends the step numbers only), `client` (the
+supersede key), `init_ids` (token ids the canvas starts from instead of noise) and `start_noise` (0..1, default 1:
+each seed position is replaced by a random id with this probability; engine.seam.InfillBackend.infill). `stop` (a
+string or up to 4) is honoured (engine.service.stop). Text must be valid Unicode: a lone surrogate (`"\\ud800"` in
+the JSON) is a 400 naming the field, never a tokenizer crash. Errors are `BadRequest`s whose message names the
+field; the app answers them as OpenAI error bodies (`{"error": {"message", "type", "param", "code"}}`, the shape
+current vLLM uses).
 """
 
 from __future__ import annotations
@@ -203,9 +205,27 @@ def _parsed(body: Mapping[str, Any], ids: list[int], max_tokens: Any, info: Mode
     if client is not None:
         _unicode(client, "dg.client")  # it goes into log lines
     stop = _stops(body.get("stop"))
+    init_ids, noise = _seed(dg, info, canvas * canvases)
     spec = FillSpec(list(ids), canvas, canvases, steps, None if bound is None else float(bound), seed,
-                    step_events=drafts, draft_text=draft_text)
+                    step_events=drafts, draft_text=draft_text, init_ids=init_ids, start_noise=noise)
     return Parsed(spec, max_tokens, stream, client, stop)
+
+
+def _seed(dg: Mapping[str, Any], info: ModelInfo, room: int) -> tuple[list[int] | None, float]:
+    """`dg.init_ids` (token ids, at most what the canvases hold) and `dg.start_noise` (a number in 0..1)."""
+    init_ids, noise = dg.get("init_ids"), dg.get("start_noise", 1.0)
+    if init_ids is not None:
+        if not (isinstance(init_ids, list) and all(_is_int(t) for t in init_ids)):
+            raise BadRequest("dg.init_ids must be a list of token ids or null", "dg.init_ids")
+        bad = next((t for t in init_ids if not 0 <= t < info.vocab_size), None)
+        if bad is not None:
+            raise BadRequest(f"token id {bad} is outside the vocabulary [0, {info.vocab_size})", "dg.init_ids")
+        if len(init_ids) > room:
+            raise BadRequest(f"dg.init_ids has {len(init_ids)} ids; the canvases hold {room}", "dg.init_ids")
+    noise = 1.0 if noise is None else noise
+    if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and 0 <= noise <= 1):
+        raise BadRequest("dg.start_noise must be a number in 0..1", "dg.start_noise")
+    return (list(init_ids) if init_ids is not None else None), float(noise)
 
 
 def _stops(value: Any) -> tuple[str, ...]:

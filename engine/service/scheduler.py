@@ -41,6 +41,8 @@ class FillSpec:
     seed: int = 0
     step_events: bool = False  # emit a ("step", draft) after every denoising step
     draft_text: bool = False  # decode each step's canvas to text (only when step events are on)
+    init_ids: list[int] | None = None  # the seed canvas (engine.seam.InfillBackend.infill)
+    start_noise: float = 1.0  # the seed's corruption level
 
 
 class QueueFull(Exception):
@@ -181,7 +183,8 @@ class Scheduler:
         try:
             res = backend.infill(spec.context_ids, canvas_length=spec.canvas_length, steps=spec.steps,
                                  entropy_bound=spec.entropy_bound, max_canvases=spec.max_canvases, seed=spec.seed,
-                                 cancel=job.token, on_step=on_step, draft_text=spec.draft_text and spec.step_events)
+                                 cancel=job.token, on_step=on_step, draft_text=spec.draft_text and spec.step_events,
+                                 init_ids=spec.init_ids, start_noise=spec.start_noise)
         except Exception as exc:  # noqa: BLE001 -- one bad request must not stop the engine thread
             log.exception("fill %d of client %s failed", job.id, job.client)
             self._count("error")

@@ -51,7 +51,7 @@ class Failing:
         return {}
 
     def infill(self, context_ids, *, canvas_length, steps=None, entropy_bound=None, max_canvases=1, seed=0,
-               cancel=None, on_step=None, draft_text=False) -> Result:
+               cancel=None, on_step=None, draft_text=False, init_ids=None, start_noise=1.0) -> Result:
         self.calls += 1
         return Result("", error=self.error) if self.error else Result("x + 1", steps=1)
 

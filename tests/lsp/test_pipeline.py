@@ -56,7 +56,7 @@ class Backend:
         return {}
 
     def infill(self, context_ids, *, canvas_length, steps=None, entropy_bound=None, max_canvases=1, seed=0,
-               cancel=None, on_step=None, draft_text=False) -> Result:
+               cancel=None, on_step=None, draft_text=False, init_ids=None, start_noise=1.0) -> Result:
         self.calls += 1
         for i in range(1, self.steps + 1):
             if on_step is not None:

@@ -59,6 +59,7 @@ class FakeBackend:
         self.fail_when_first_id = fail_when_first_id
         self.gate: threading.Event | None = None
         self.calls: list[list[int]] = []
+        self.seeds: list[tuple[list[int] | None, float]] = []  # (init_ids, start_noise) of each fill
         self.started = threading.Event()
         self.steps_after_cancel: list[int] = []
 
@@ -75,8 +76,9 @@ class FakeBackend:
         return {"steps": self.default_steps}
 
     def infill(self, context_ids, *, canvas_length, steps=None, entropy_bound=None, max_canvases=1, seed=0,
-               cancel=None, on_step=None, draft_text=False):
+               cancel=None, on_step=None, draft_text=False, init_ids=None, start_noise=1.0):
         self.calls.append(list(context_ids))
+        self.seeds.append((init_ids, start_noise))
         self.started.set()
         if self.fail_when_first_id is not None and context_ids[0] == self.fail_when_first_id:
             raise ValueError("this fake refuses that context")

@@ -99,6 +99,15 @@ def test_with_a_key_requests_without_it_get_401_and_are_not_queued(tmp_path):
     assert ok.status_code == 200 and ok.json()["choices"][0]["text"] == "filled:1"
 
 
+def test_a_seed_canvas_reaches_the_engine(tmp_path):
+    client, backend, _ = make(tmp_path)
+    r = client.post("/v1/completions", json={"prompt": [3, 4], "dg": {"init_ids": [5, 6, 7], "start_noise": 0}})
+    assert r.status_code == 200, r.text
+    assert backend.seeds[-1] == ([5, 6, 7], 0.0)
+    client.post("/v1/completions", json={"prompt": [3, 4]})
+    assert backend.seeds[-1] == (None, 1.0)  # unseeded: from noise
+
+
 BAD = [
     (b"{", 400, "not valid JSON"),
     (b"\xff\xfe\x00", 400, "not valid JSON"),
@@ -120,6 +129,11 @@ BAD = [
     (b'{"prompt": [1], "dg": {"entropy_bound": -1}}', 400, "entropy_bound"),
     (b'{"prompt": [1], "dg": {"drafts": true}}', 400, "stream: true"),
     (b'{"prompt": [1], "dg": {"client": ""}}', 400, "client"),
+    (b'{"prompt": [1], "dg": {"init_ids": [1, "a"]}}', 400, "init_ids"),
+    (b'{"prompt": [1], "dg": {"init_ids": [100000]}}', 400, "vocabulary"),
+    (b'{"prompt": [1], "dg": {"init_ids": [1, 2, 3], "canvas_length": 2}}', 400, "canvases hold 2"),
+    (b'{"prompt": [1], "dg": {"start_noise": 1.5}}', 400, "start_noise"),
+    (b'{"prompt": [1], "dg": {"start_noise": true}}', 400, "start_noise"),
     (b'{"prompt": [1], "model": "another"}', 404, "does not exist"),
     (b'{"prompt": [1], "model": 7}', 400, "model"),
 ]

@@ -5,7 +5,7 @@ them for a diffusion model (`to_sampling_params`, `SamplingParams._validate_diff
 `validate_diffusion_sampling_params` against a served canvas of 256), answering vLLM's own error response when one
 fails; it answers with vLLM's response classes (`ModelList`, `CompletionStreamResponse`,
 `ChatCompletionStreamResponse`, `ErrorResponse`). Every body: FIM and chat checkpoints, vLLM detected or not, each
-canvas length the checkpoint has, one and two canvases, the checkpoint's steps and a setting.
+canvas length the checkpoint has, one and two canvases, the checkpoint's steps and a setting, and seeded fills.
 """
 
 from __future__ import annotations
@@ -171,6 +171,19 @@ def test_every_body_the_backend_sends_passes_vllms_own_checks(vllm_server, conne
                 else:
                     assert not params.extra_args
                 assert seen["path"] == ("/v1/chat/completions" if chat else "/v1/completions")
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_seeded_bodies_pass_vllms_own_checks(vllm_server, connect, noise):
+    b = backend(connect, vllm_server)
+    ids, init = hole_context(b, False), b.encode("return width * height")
+    for canvas in b.prompt_format.canvas_lengths:
+        res = b.infill(ids, canvas_length=canvas, init_ids=init, start_noise=noise, seed=5)
+        assert res.error is None and res.text == "".join(PIECES)
+        extra = vllm_server.checked[-1]["params"].extra_args
+        assert len(extra["diffusion_seed_canvas"]) == canvas and extra["diffusion_pinned"] == []
+        laid_out = init + [b.local.eos_id] + [b.local.pad_id] * (canvas - len(init) - 1)
+        assert (extra["diffusion_seed_canvas"] == laid_out) is (noise == 0)
 
 
 def test_vllms_own_refusal_reaches_the_fill_as_an_error(vllm_server, connect):

@@ -83,7 +83,7 @@ async def fill_all(backend, steps: int | None) -> list[str]:
             policy = Policy(kind, steps=steps, entropy_bound=None, context_tokens=1024, drafts=False,
                             encoding="utf-16")
             await run_fill(snap, hole, policy, backend, FillCaches(), worker=worker, request_id=name,
-                           trace=Trace(0.0), version_of=lambda uri: 1,
+                           trace=Trace(0.0), identity_of=lambda uri: snap.identity,
                            events=FillEvents(draft=lambda body: None, busy=lambda: None))
             names.append(name)
     finally:
@@ -143,3 +143,33 @@ def test_finish_reasons(vllm, connect):
     vllm.finish = "abort"
     res = b.infill(ids, canvas_length=16)
     assert res.text == "" and not res.cancelled and "finish_reason 'abort'" in res.error
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_a_seeded_fill_sends_its_seed_canvas_to_vllm(vllm, connect, noise):
+    """vLLM takes the seed canvas as sent (exactly the request's canvas width): laid out as the embedded engine lays
+    out its first canvas (the seed, eos, pad), corrupted here at `start_noise`, no position pinned."""
+    b = connect(Settings(backend="openai", endpoint=vllm.url))
+    ids = b.prompt_format.context(b.encode("x = "), b.encode("\n"))
+    init = b.encode("return width * height")
+    res = b.infill(ids, canvas_length=32, init_ids=init, start_noise=noise, seed=3)
+    assert res.error is None
+    xargs = vllm.requests[-1][1]["vllm_xargs"]
+    laid_out = init + [b.local.eos_id] + [b.local.pad_id] * (32 - len(init) - 1)
+    assert xargs["diffusion_canvas_length"] == 32 and xargs["diffusion_pinned"] == []
+    canvas = xargs["diffusion_seed_canvas"]
+    assert len(canvas) == 32 and all(0 <= t < b.local.vocab_size for t in canvas)
+    kept = sum(a == w for a, w in zip(canvas, laid_out, strict=True))
+    assert canvas == laid_out if noise == 0 else 0 < kept < 32
+    b.infill(ids, canvas_length=32, init_ids=init, start_noise=noise, seed=3)
+    assert vllm.requests[-1][1]["vllm_xargs"]["diffusion_seed_canvas"] == canvas  # the fill's seed picks the noise
+    b.infill(ids, canvas_length=32, init_ids=init, start_noise=1.0)  # full noise: nothing to seed
+    assert set(vllm.requests[-1][1]["vllm_xargs"]) == {"diffusion_canvas_length", "diffusion_max_steps"}
+
+
+def test_a_server_without_vllm_diffusion_gets_the_plain_request_for_a_seeded_fill(vllm, connect):
+    vllm.owned_by = "dg-lsp"
+    b = connect(Settings(backend="openai", endpoint=vllm.url))
+    ids = b.prompt_format.context(b.encode("x = "), b.encode("\n"))
+    assert b.infill(ids, canvas_length=16, init_ids=b.encode("y"), start_noise=0.0).error is None
+    assert set(vllm.requests[-1][1]) == {"model", "prompt", "max_tokens", "stream"}

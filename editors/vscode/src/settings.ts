@@ -26,6 +26,8 @@ export const SERVER_SETTING_KEYS = [
   "model",
   "autoStart",
   "minConfidence",
+  "rewriteFromSelection",
+  "rewriteNoise",
   "crossFileTokens",
 ] as const;
 

@@ -80,6 +80,8 @@ test("the package.json defaults give the server its own defaults", async () => {
     model: null,
     autoStart: true,
     minConfidence: null,
+    rewriteFromSelection: false,
+    rewriteNoise: 0.5,
     crossFileTokens: null,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
