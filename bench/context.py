@@ -6,7 +6,9 @@
    sources are not this project's training corpus). Holes: in every file, a call `name(...)` / `mod.name(...)`
    whose `name` is bound by an import (`from .x import name`, `import pkg.x as mod`) to a top-level function or
    class of another file of the same package. Ground truth comes from Python's own `ast` (the imports and the
-   top-level definitions), independent of the tree-sitter index under test. The hole is the rest of the line
+   top-level definitions), independent of the tree-sitter index under test; plus a CommonJS project (npm's own
+   lib/, as Debian's nodejs ships it) with holes found by regular expressions (`const {f} = require('./x')`,
+   `mod.f(` after `const mod = require('./x')`, ./x defining `f` at the start of a line). The hole is the rest of the line
    from the name on (the line's remainder is removed from the text the selector sees). Recall at B tokens: the
    needed definition is among the snippets chosen with a budget of B cross-file tokens; precision at 1,024: the
    share of chosen tokens in snippets that hold a needed definition.
@@ -44,6 +46,7 @@ from engine.tokens import InfillFormat
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 BUDGETS = (256, 512, 1024)
+NPM = Path("/usr/lib/node_modules/npm/lib")
 
 
 def encoder():
@@ -127,30 +130,79 @@ def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
     return out
 
 
+_REQ_NAMES = re.compile(r"""^const\s+\{([^}]*)\}\s*=\s*require\(['"](\.[^'"]+)['"]\)""", re.M)
+_REQ_MODULE = re.compile(r"""^const\s+(\w+)\s*=\s*require\(['"](\.[^'"]+)['"]\)""", re.M)
+_JS_DEF = re.compile(r"^(?:async\s+)?(?:function\s*\*?\s*|class\s+|const\s+|let\s+)([A-Za-z_$][\w$]*)", re.M)
+
+
+def js_file(base: Path, spec: str) -> Path | None:
+    target = (base / spec).resolve()
+    for cand in (target, target.with_name(target.name + ".js"), target / "index.js"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def js_holes(root: Path) -> list[tuple[Path, int, str, Path, int]]:
+    """CommonJS holes by regular expressions (independent of the tree-sitter index): `name(` for a name bound by
+    `const {name} = require('./x')`, `mod.name(` for `const mod = require('./x')`, where ./x defines `name` at
+    the start of a line (function, class, const)."""
+    out = []
+    for f in sorted(root.rglob("*.js")):
+        text = f.read_text("utf-8", "replace")
+        binds: dict[str, tuple[Path, str | None]] = {}
+        for m in _REQ_NAMES.finditer(text):
+            src = js_file(f.parent, m.group(2))
+            for part in m.group(1).split(","):
+                key, _, local = part.strip().partition(":")
+                if src is not None and key.strip():
+                    binds[(local or key).strip()] = (src, key.strip())
+        for m in _REQ_MODULE.finditer(text):
+            src = js_file(f.parent, m.group(2))
+            if src is not None:
+                binds[m.group(1)] = (src, None)
+        if not binds:
+            continue
+        body_start = max(m.end() for m in list(_REQ_NAMES.finditer(text)) + list(_REQ_MODULE.finditer(text)))
+        defs_of = {}
+        for m in re.finditer(r"(?<![\w$.])([A-Za-z_$][\w$]*)(?:\.([A-Za-z_$][\w$]*))?\(", text[body_start:]):
+            local, member = m.group(1), m.group(2)
+            if local not in binds:
+                continue
+            src, name = binds[local]
+            name = name if name is not None and member is None else (member if name is None else None)
+            if name is None or src == f:
+                continue
+            if src not in defs_of:
+                t = src.read_text("utf-8", "replace")
+                defs_of[src] = {d.group(1): t.count("\n", 0, d.start()) for d in _JS_DEF.finditer(t)}
+            line = defs_of[src].get(name)
+            if line is not None:
+                out.append((f, body_start + m.start(), name, src, line))
+    return out
+
+
 def hit(s, rel: str, line: int, needed: str) -> bool:
     """Does snippet `s` hold the definition of `needed` (at `line` of `rel`, or as a member of a class stub)?"""
     return s.path == rel and (s.line == line or re.search(rf"\b(def|class)\s+{needed}\b", s.text) is not None)
 
 
-def recall(projects: list[str], n_holes: int, encode) -> dict:
+def recall(projects: list[Path], n_holes: int, encode) -> dict:
     found = {b: 0 for b in BUDGETS}
     useful = total_tokens = holes = 0
-    for name in projects:
-        pkg = STDLIB / name
-        ix = WorkspaceIndex([pkg.parent], max_files=100_000)
-        ix.roots = [pkg.resolve()]
-        ix._walk = ix._walker()
+    for pkg in projects:
+        ix = WorkspaceIndex([pkg], max_files=100_000)
         ix.build()
         sel = Selector(ix)
-        cases = holes_of(pkg)
+        cases = js_holes(pkg) if pkg.name == "lib" and "node_modules" in pkg.parts else holes_of(pkg)
         random.Random(0).shuffle(cases)
+        mine = {b: found[b] for b in BUDGETS}, holes
         for f, offset, needed, src, line in cases[:n_holes]:
             text = f.read_text("utf-8", "replace")
             end = text.find("\n", offset)
             seen = text[:offset] + (text[end:] if end >= 0 else "")  # the answer (rest of the line) removed
             rel = src.resolve().relative_to(pkg.resolve()).as_posix()
             holes += 1
-
             for b in BUDGETS:
                 choice = sel.select(str(f.resolve()), seen, offset, b, encode)
                 if any(hit(s, rel, line, needed) for s in choice.snippets):
@@ -160,6 +212,9 @@ def recall(projects: list[str], n_holes: int, encode) -> dict:
                         n = len(encode(s.text))
                         total_tokens += n
                         useful += n if hit(s, rel, line, needed) else 0
+        n = holes - mine[1]
+        print(f"  {pkg}: {n} holes, recall " + ", ".join(f"{b}: {(found[b] - mine[0][b]) / max(n, 1):.3f}"
+                                                        for b in BUDGETS), flush=True)
     return {"holes": holes, "recall": {str(b): round(found[b] / max(holes, 1), 3) for b in BUDGETS},
             "precision_1024": round(useful / max(total_tokens, 1), 3)}
 
@@ -241,14 +296,16 @@ def main() -> None:
     ap.add_argument("--large", type=Path, default=STDLIB)
     ap.add_argument("--large-files", type=int, default=2500)
     args = ap.parse_args()
-    projects = ["email"] if args.quick else args.projects.split(",")
+    projects = [STDLIB / p for p in (["email"] if args.quick else args.projects.split(","))]
+    if not args.quick and NPM.is_dir():
+        projects.append(NPM)  # a CommonJS project: npm's own sources, as Debian's nodejs package ships them
     n = 20 if args.quick else args.holes
     encode = encoder()
     # the index first, in a fresh process: RSS growth would under-count memory freed by the recall indexes
     cost = index_cost(args.large, 300 if args.quick else args.large_files)
     print(f"index of {args.large}: {cost}", flush=True)
     out = recall(projects, n, encode)
-    print(f"recall on {out['holes']} holes in {', '.join(projects)}: {out['recall']}, "
+    print(f"recall on {out['holes']} holes in {', '.join(p.name for p in projects)}: {out['recall']}, "
           f"precision@1024 {out['precision_1024']}", flush=True)
     typed = typing("email", encode, 12 if args.quick else 40)
     print(f"typing {typed['typed']!r}: {typed}", flush=True)

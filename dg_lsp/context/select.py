@@ -141,7 +141,7 @@ class Selector:
                 continue
             rest = parts[n:]
             files = self.index.module_files(imp.module, path)
-            if imp.name:
+            if imp.name and imp.name != "default":  # a default import: its module's listing
                 found = [(f, d) for f in files for d in self.index.defined_in(f, imp.name)]
                 if not found:  # `from pkg import mod`: a module
                     files = self.index.module_files(f"{imp.module.rstrip('.')}.{imp.name}" if

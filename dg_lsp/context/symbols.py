@@ -7,7 +7,8 @@ just above it, its line, and the class/impl/namespace it sits in. Function bodie
 definitions are not indexed), which keeps the walk proportional to a file's top-level structure.
 
 Imports and the names they bind: Python (`import a.b as c`, `from .m import f as g`, relative levels kept as
-leading dots) and JavaScript/TypeScript (`import d, {a as b} from './x'`, `import * as ns`), resolved to files by
+leading dots) and JavaScript/TypeScript (`import d, {a as b} from './x'`, `import * as ns`, CommonJS
+`const {a, b: c} = require('./y')` at top level), resolved to files by
 the index; Go (`import f "fmt"`: the package name), Rust (`use a::b::{c, d as e}`) and Java (`import a.b.C`) bind
 names only (resolved by name); C/C++ `#include "x.h"` binds the header file.
 """
@@ -236,7 +237,32 @@ def _py_imports(node: tree_sitter.Node, src: bytes) -> list[Import]:
     return out
 
 
+def _require(node: tree_sitter.Node, src: bytes) -> list[Import]:
+    """CommonJS: `const x = require('./x')`, `const {a, b: c} = require('./y')`."""
+    out = []
+    for d in node.named_children:
+        value, name = d.child_by_field_name("value"), d.child_by_field_name("name")
+        if d.type != "variable_declarator" or value is None or name is None or value.type != "call_expression":
+            continue
+        args = value.child_by_field_name("arguments")
+        m = _JS_SOURCE.match(_text(args, src).strip("()")) if args is not None else None
+        if _text(value.child_by_field_name("function"), src) != "require" or m is None:
+            continue
+        if name.type == "identifier":
+            out.append(Import(_text(name, src), m.group(1)))
+        elif name.type == "object_pattern":
+            for p in name.named_children:
+                if p.type == "shorthand_property_identifier_pattern":
+                    out.append(Import(_text(p, src), m.group(1), _text(p, src)))
+                elif p.type == "pair_pattern":
+                    key, local = p.child_by_field_name("key"), p.child_by_field_name("value")
+                    out.append(Import(_text(local, src), m.group(1), _text(key, src)))
+    return out
+
+
 def _js_imports(node: tree_sitter.Node, src: bytes) -> list[Import]:
+    if node.type in ("lexical_declaration", "variable_declaration"):
+        return _require(node, src)
     source = node.child_by_field_name("source")
     m = _JS_SOURCE.match(_text(source, src)) if source is not None else None
     if m is None:
@@ -284,8 +310,9 @@ def _other_imports(node: tree_sitter.Node, key: str, src: bytes) -> list[Import]
     return []
 
 
-IMPORT_NODES = {"python": ("import_statement", "import_from_statement"), "javascript": ("import_statement",),
-                "typescript": ("import_statement",), "tsx": ("import_statement",), "go": ("import_declaration",),
+_JS_IMPORTS = ("import_statement", "lexical_declaration", "variable_declaration")
+IMPORT_NODES = {"python": ("import_statement", "import_from_statement"), "javascript": _JS_IMPORTS,
+                "typescript": _JS_IMPORTS, "tsx": _JS_IMPORTS, "go": ("import_declaration",),
                 "java": ("import_declaration",), "rust": ("use_declaration",), "c": ("preproc_include",),
                 "cpp": ("preproc_include",)}
 IMPORT_SCAN = 512  # top-level nodes looked at (imports sit at the head of a file)

@@ -58,6 +58,10 @@ def test_signatures_docs_and_imports():
     assert {(i.local, i.module, i.name) for i in imports(tree, "javascript", js)} == {
         ("d", "./x", "default"), ("b", "./x", "a")}
     assert next(d for d in definitions(tree, "javascript", js) if d.name == "f").doc == "Does f."
+    cjs = b"const x = require('./x')\nconst { a, b: c } = require('../y')\nconst n = 1\n"
+    tree = parser("javascript").parse(cjs)
+    assert {(i.local, i.module, i.name) for i in imports(tree, "javascript", cjs)} == {
+        ("x", "./x", ""), ("a", "../y", "a"), ("c", "../y", "b")}
 
 
 def write(root: Path, files: dict[str, str]) -> None:
