@@ -8,8 +8,8 @@
    class of another file of the same package. Ground truth comes from Python's own `ast` (the imports and the
    top-level definitions), independent of the tree-sitter index under test; plus a CommonJS project (npm's own
    lib/, as Debian's nodejs ships it) with holes found by regular expressions (`const {f} = require('./x')`,
-   `mod.f(` after `const mod = require('./x')`, ./x defining `f` at the start of a line). The hole is the rest of the line
-   from the name on (the line's remainder is removed from the text the selector sees). Recall at B tokens: the
+   `mod.f(` after `const mod = require('./x')`, ./x defining `f` at the start of a line). The hole is the rest of
+   the line from the name on (the line's remainder is removed from the text the selector sees). Recall at B tokens: the
    needed definition is among the snippets chosen with a budget of B cross-file tokens; precision at 1,024: the
    share of chosen tokens in snippets that hold a needed definition.
 2. Index build time and memory (RSS growth of this process) for the largest project (`--large`, default the whole
