@@ -52,7 +52,7 @@ def register(server: DgServer) -> None:
 def start_index(ls: DgServer) -> None:
     """(Re)build the workspace index in the background, or drop it when context from other files is off."""
     s = ls.settings
-    if s.cross_file_budget() <= 0 or not s.enabled or s.index_max_files == 0 or not ls.roots:
+    if s.cross_file_budget() <= 0 or not s.enabled or s.index_max_files == 0:  # no folders: open documents only
         ls.cross_file.stop()
         return
     ls.cross_file.start([Path(r) for r in ls.roots], s.index_max_files, s.index_max_file_bytes, ls.idle_wait)

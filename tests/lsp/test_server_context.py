@@ -3,8 +3,10 @@ indexes them, and a hole that calls another module's function gets that definiti
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import attrs
 import pytest_asyncio
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig
@@ -65,3 +67,45 @@ async def test_requests_answered_while_indexing_and_context_found(started):
     # the first answers came while the 2,000 files were still being indexed (the loop was never blocked)
     assert first["index"]["state"] == "building" and first["index"]["files"] < 2002
     assert "lib/money.py" in first["files"] and first["tokens"] > 0
+
+
+async def test_watched_files_registration_and_a_created_file(tiny_ckpt, tmp_path):
+    (tmp_path / "lib").mkdir()
+    app = "from lib.extra import shiny\n\n\ndef total(x):\n    return shiny(\n"
+    (tmp_path / "app.py").write_text(app)
+    config = ClientServerConfig(server_command=server_command(tiny_ckpt), client_factory=make_client,
+                                server_env=server_env())
+    client = await config.start()
+    registrations: list = []
+
+    @client.feature(T.CLIENT_REGISTER_CAPABILITY)
+    def register(params: T.RegistrationParams) -> None:
+        registrations.extend(params.registrations)
+
+    caps = attrs.evolve(CAPABILITIES, workspace=attrs.evolve(
+        CAPABILITIES.workspace, did_change_watched_files=T.DidChangeWatchedFilesClientCapabilities(
+            dynamic_registration=True)))
+    await client.initialize_session(T.InitializeParams(capabilities=caps, root_uri=tmp_path.as_uri(),
+                                                       initialization_options={"steps": 2}))
+    try:
+        await wait_for(lambda: registrations, timeout=30)
+        assert registrations[0].method == T.WORKSPACE_DID_CHANGE_WATCHED_FILES
+        assert "py" in registrations[0].register_options["watchers"][0]["globPattern"]
+        uri = (tmp_path / "app.py").as_uri()
+        open_doc(client, uri, app)
+        await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), timeout=60)
+        (tmp_path / "lib/extra.py").write_text('def shiny(value):\n    """Polish a value."""\n')
+        client.workspace_did_change_watched_files(T.DidChangeWatchedFilesParams(
+            changes=[T.FileEvent(uri=(tmp_path / "lib/extra.py").as_uri(), type=T.FileChangeType.Created)]))
+
+        async def included() -> bool:
+            await client.text_document_inline_completion_async(inline_params(uri, 4, len("    return shiny(")))
+            return any("lib/extra.py" in f["crossFile"]["files"] for f in fills(client))
+
+        for _ in range(100):
+            if await included():
+                break
+            await asyncio.sleep(0.1)
+        assert any("lib/extra.py" in f["crossFile"]["files"] for f in fills(client))
+    finally:
+        await stop_server(client)
