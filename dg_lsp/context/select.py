@@ -36,7 +36,7 @@ MIN_JACCARD = 0.2
 SIMILAR_MAX = 2
 MODULE_DEFS = 8
 HEAD_CHARS = 16384
-USES_CHARS, USES_MAX = 2048, 64
+USES_CHARS, USES_MAX, USES_SCAN = 2048, 64, 100_000
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEF_LINE = re.compile(r"^\s*(?:async\s+|pub\s+|export\s+|static\s+|public\s+|private\s+)*"
@@ -92,7 +92,7 @@ class Selector:
         if got is not None and got[0] == key:
             return got[1]
         counts: dict[str, int] = {}
-        for m in _IDENT.finditer(text):
+        for m in _IDENT.finditer(text, 0, USES_SCAN):  # a huge file: its head (a keystroke may pay for a miss)
             parts = m.group().split(".")
             for n in (1, 2):  # `f` and `mod.g` (a deeper chain: its first two parts)
                 if len(parts) >= n and parts[0] in binds:
