@@ -1,6 +1,7 @@
 """Engine vs transformers' `generate` on the same checkpoint, same run, CPU: per-step time and speedup.
 
     python -m bench.engine_speed [--model DIR] [--context 512] [--canvas 64] [--steps 16] [--repeats 5] [--no-compile]
+    python -m bench.engine_speed --quick   # seconds: a tiny random checkpoint, no compiled row (a code-path check)
 
 Rows: the engine as it ships (eager step), the engine with its decoder compiled (`Engine(compile=True)`; the
 first call compiles, excluded and reported as compile_s), the engine's reference-compatible mode, transformers.
@@ -155,7 +156,7 @@ def compare(eng, ref, context: int, canvas: int, steps: int, repeats: int, compi
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--context", type=int, default=512)
@@ -165,12 +166,21 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=min(2, torch.get_num_threads()),
                     help="torch threads (1 is steadier when other jobs share the cores)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the compiled-decoder engine")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="tiny checkpoint and sizes, no compiled row (smoke tests; "
+                    "the compiled row's keys come only with compiling, which takes minutes on a CPU)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.context, args.canvas, args.steps, args.repeats, args.no_compile = 32, 8, 2, 1, True
     torch.set_num_threads(args.threads)
     from bench.common import emit, machine
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or build_bench_checkpoint(Path(tmp), args.canvas)
+        if args.model is None and args.quick:
+            from engine.testing import build_tiny_checkpoint
+
+            model = build_tiny_checkpoint(Path(tmp) / "tiny", "mixed", canvas_length=args.canvas)
+        else:
+            model = args.model or build_bench_checkpoint(Path(tmp), args.canvas)
         result = run(model, args.context, args.canvas, args.steps, args.repeats, compiled=not args.no_compile)
     result["machine"] = machine()
     emit(result)

@@ -4,6 +4,7 @@ and quantized there (no files; bf16 peak is one tensor). bench/gpu.sh calls it w
 
     "$PYTHON" -m bench.gpu_quant --out "$OUT"          # on a CUDA device (about 3 minutes on an H200)
     python -m bench.gpu_quant --dry-run                 # tiny shape on the CPU: checks the code path (seconds)
+    python -m bench.gpu_quant --quick                   # the same (every bench module has --quick)
 
 Last line JSON: per format, weight GB, ms per step (canvas 256, 512 context tokens), floor ms, floor / measured.
 """
@@ -80,10 +81,12 @@ def step_ms(model: DiffusionGemmaText, device: torch.device, context: int, canva
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="tiny shape on the CPU")
+    ap.add_argument("--quick", action="store_true", help="--dry-run (the smoke tests' name for it)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--bandwidth", type=float, default=H200_BANDWIDTH, help="bytes/s for the streaming floor")
     args = ap.parse_args(argv)
+    args.dry_run = args.dry_run or args.quick
     device = torch.device("cpu" if args.dry_run or not torch.cuda.is_available() else "cuda")
     raw = TINY if device.type == "cpu" else memory.GEMMA4_26B_A4B
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16

@@ -9,6 +9,7 @@ context holds ~1.3 GB of KV now that sliding layers keep only their window); CUD
 
     python -m bench.gpu_suite --out DIR            # needs CUDA
     python -m bench.gpu_suite --out DIR --dry-run  # the same code on CPU with a tiny shape (seconds)
+    python -m bench.gpu_suite --quick              # --dry-run --skip-shipped into a temporary folder (smoke tests)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -177,11 +179,24 @@ def markdown(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("bench/results/gpu"))
+    ap.add_argument("--out", type=Path, default=None, help="default bench/results/gpu (--quick: a temporary folder)")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny shape, tiny sizes: checks the code path")
     ap.add_argument("--skip-shipped", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="--dry-run --skip-shipped, files into a temporary folder "
+                    "unless --out says where (smoke tests: never over the published results)")
     ap.add_argument("--context-budget-s", type=float, default=90.0)
     args = ap.parse_args(argv)
+    if args.quick:
+        args.dry_run = args.skip_shipped = True
+    if args.out is not None or not args.quick:
+        args.out = args.out or Path("bench/results/gpu")
+        return run_suite(args)
+    with tempfile.TemporaryDirectory(prefix="dg-gpu-quick-") as tmp:
+        args.out = Path(tmp)
+        return run_suite(args)
+
+
+def run_suite(args: argparse.Namespace) -> dict:
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --dry-run to check the code path on CPU")
     device = torch.device("cpu" if args.dry_run else "cuda")

@@ -3,7 +3,7 @@
 Prints a table per hole kind (model at the true and at the server-chosen canvas length, and the empty / copy-line
 baselines), then HumanEval pass@1 beside published numbers; the last line is JSON.
 
-    python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N] [--weights int4]
+    python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N] [--weights int4] [--quick]
 """
 
 from __future__ import annotations
@@ -162,10 +162,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-confidence", type=float, help="the gate to report (default: the checkpoint's calibrated "
                     "min_confidence in infill.json, else 0)")
     ap.add_argument("--plot", type=Path, help="write the gate's curve (share shown vs EM / ES among shown) here")
+    ap.add_argument("--quick", action="store_true", help="2 holes, 1 HumanEval item, 4 steps (a code-path check, "
+                    "not a measurement)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.limit, args.humaneval_limit, args.steps = 2, 1, args.steps or 4
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1 if args.quick else 2)
     n_holes = min(args.holes, args.limit) if args.limit else args.holes
     he_limit = args.humaneval_limit if args.humaneval_limit is not None else args.limit
     filler = Filler(args.model, args.steps, args.entropy_bound, args.weights)

@@ -1,27 +1,39 @@
 """The hostile suite against the real server (`python -m dg_lsp`, shipped default model, stdio, raw bytes through a
-pipe): malformed input, fuzzed incremental edits in every position encoding, a fill racing an edit, and 5 MB
-documents. Prints a table, then one JSON line:
-{"malformed_sent", "unanswered", "crashes", "wrong_place_edits", "max_block_ms", "rss_growth_mb", "fuzz_edits",
-"divergences"}.
+pipe) and the engine service: malformed input, fuzzed incremental edits in every position encoding, a fill racing
+an edit, a fill racing a reopen, a very long token in every language, 5 MB documents, rounds of many large
+documents opened and closed, big prompts to the service. Prints a table, then one JSON line:
+{"malformed_sent", "unanswered", "crashes", "native_crashes", "wrong_place_edits", "wrong_document_edits",
+"max_block_ms", "rss_growth_mb", "rss_after_close_mb", "service_health_max_ms", "fuzz_edits", "divergences"}.
 
 - unanswered: requests with an id that got no answer (or more than one) within their timeout, in every phase.
-- crashes: server processes that ended without being asked to (or not with code 0 after shutdown + exit).
+- crashes: server processes that ended without being asked to (or not with code 0 after shutdown + exit);
+  native_crashes: those of them ended by a signal (SIGSEGV, SIGABRT, ...).
 - wrong_place_edits: `workspace/applyEdit`s whose range is not where the hole is in the version they name, and
   inline answers whose range is not at the cursor in the document the client then holds (issue 11, item 1).
+- wrong_document_edits: fills that reached the client after their document was closed and reopened (or opened
+  again) with another text at the same version: applyEdits and inline items (bench/reliability_docs.py).
 - max_block_ms: the longest a small request on another document waited while an inline completion and a
   dg.fillHole ran on a 5 MB document (one line, and many lines, each on a fresh server); a request still
   unanswered when the bench gives up counts as waiting until then.
 - rss_growth_mb: server RSS after a 5 MB document was closed minus before it was opened (after settling; the
   larger of the two shapes).
+- rss_after_close_mb: server RSS after a round of 200 documents of 200 KB was opened and closed, minus before the
+  first round (after settling; the largest of 3 rounds).
+- service_health_max_ms: the longest `GET /health` on the engine service while it took 1,000,000-character
+  prompts, one round of bench/service_loop.py (as text, text + suffix, a chat message, token ids).
 - divergences: dg/documentState checks where the server's text differed from the client's own copy.
 
-Fixed seed; `--quick` runs fewer cases (for a smoke test). Run: python -m bench.reliability
+Fixed seed; `--quick` runs fewer and smaller cases (for a smoke test: one encoding fuzzed, one 1 MB document, one
+long token, one race of each kind, 10 documents of 20 KB, prompts of 300,000 characters: over the token limit, so
+each is tokenized whole and answered 413). Run:
+python -m bench.reliability
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import random
 import time
@@ -30,54 +42,16 @@ from typing import Any
 from bench.editfuzz import EditFuzzer
 from bench.malformed import DOC_URI, malformed_cases
 from bench.rawlsp import RawServer, message, sha256
+from bench.reliability_docs import LANGS, SHAPES, run_long_tokens, run_open_close, run_reopen_races
+from bench.service_loop import measure
+from bench.tally import FILL_OPTIONS, Tally, start
 
 SEED = 0
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
 DOC_TEXT = "def add(a, b):\n    return a + b\n"
 RACE_TEXT = "import os\n\ndef add(a, b):\n    return \n\nprint(add(1, 2))\n"  # issue 11, item 1
-BIG_BYTES = 5_000_000
+BIG_BYTES, QUICK_BIG_BYTES = 5_000_000, 1_000_000
 BLOCK_DEADLINE_S, PING_EVERY_S, SETTLE_S = 30.0, 0.05, 3.0
-
-
-class Tally:
-    def __init__(self) -> None:
-        self.unanswered, self.crashes, self.rows = 0, 0, []
-
-    def row(self, phase: str, what: str, value: Any) -> None:
-        self.rows.append((phase, what, value))
-
-    def phase_end(self, phase: str, since: int) -> int:
-        """A row with the requests left unanswered since `since` (an earlier `unanswered`); the count now."""
-        self.row(phase, "requests unanswered in this phase", self.unanswered - since)
-        return self.unanswered
-
-    def answer(self, server: RawServer, msg_id: Any, timeout: float) -> dict | None:
-        """The one answer to `msg_id`; a missing or repeated answer counts as unanswered."""
-        got = server.answer(msg_id, timeout)
-        if got is None or len(server.answers.get(msg_id, [])) != 1:
-            self.unanswered += 1
-        return got
-
-    def ended(self, server: RawServer) -> None:
-        """shutdown + exit. A crash: the server had ended by itself, or ended with another code than 0. A server
-        that did not answer shutdown in time is killed: an unanswered request, not a crash."""
-        if not server.alive():
-            self.crashes += 1
-        code = server.close()
-        if code is None:
-            self.unanswered += 1
-        elif code != 0:
-            self.crashes += 1
-
-
-def start(encoding: str = "utf-16", options: dict | None = None) -> RawServer:
-    server = RawServer()
-    result = server.initialize({"general": {"positionEncodings": [encoding]}, "workspace": {"applyEdit": True}},
-                               options, initialized=True)
-    got = result["capabilities"].get("positionEncoding")
-    if got != encoding:
-        raise RuntimeError(f"asked for {encoding}, the server chose {got}")
-    return server
 
 
 def probe(server: RawServer, tally: Tally, timeout: float = 10.0) -> bool:
@@ -109,10 +83,10 @@ def run_malformed(server: RawServer, tally: Tally, count: int) -> int:
     return sum(sent.values())
 
 
-def run_fuzz(tally: Tally, edits_per_encoding: int) -> tuple[int, int]:
+def run_fuzz(tally: Tally, edits_per_encoding: int, encodings: tuple[str, ...] = ENCODINGS) -> tuple[int, int]:
     rng = random.Random(SEED)
     sent = diverged = 0
-    for encoding in ENCODINGS:
+    for encoding in encodings:
         server = start(encoding)
         uri, version = f"file:///fuzz-{encoding}.py", 1
         fuzz = EditFuzzer(rng, encoding)
@@ -185,29 +159,29 @@ def run_wrong_place(server: RawServer, tally: Tally, trials: int) -> int:
     return wrong
 
 
-def big_texts() -> list[tuple[str, str, dict[str, int]]]:
-    """(shape, 5 MB text, a cursor in its middle)."""
-    one = "a = [" + "1, " * (BIG_BYTES // 3) + "]\n"
+def big_texts(size: int) -> list[tuple[str, str, dict[str, int]]]:
+    """(shape, text of `size` bytes, a cursor in its middle)."""
+    one = "a = [" + "1, " * (size // 3) + "]\n"
     line = "x = 1  # padding " + "y" * 40
-    many = (line + "\n") * (BIG_BYTES // (len(line) + 1))
+    many = (line + "\n") * (size // (len(line) + 1))
     return [("one line", one, {"line": 0, "character": len(one) // 2}),
             ("many lines", many, {"line": many.count("\n") // 2, "character": len(line)})]
 
 
-def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally) -> tuple[float, float]:
+def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: float) -> tuple[float, float]:
     """On a fresh server: small requests on another document while an inline completion and a fill run on a
-    5 MB one; then the big document closed. The longest wait (ms) and the RSS growth (MB)."""
-    server = start(options={"debounceMs": 0})
+    big one; then the big document closed. The longest wait (ms) and the RSS growth (MB)."""
+    server = start(options=FILL_OPTIONS)
     small = "file:///small.py"
     server.open(small, DOC_TEXT)
     server.wait_ready()
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     rss0 = server.rss_mb()
     uri = "file:///big.py"
     t0 = time.monotonic()
     server.open(uri, text)
     tally.answer(server, server.request("dg/documentState", {"textDocument": {"uri": uri}}), BLOCK_DEADLINE_S)
-    tally.row("5 MB", f"{shape}: didOpen until the next answer (ms)", round((time.monotonic() - t0) * 1e3))
+    tally.row("big", f"{shape}: didOpen until the next answer (ms)", round((time.monotonic() - t0) * 1e3))
     big = [server.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri}, "position": mid,
                                                             "context": {"triggerKind": 1}}),
            server.request("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
@@ -227,52 +201,84 @@ def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally) -> tuple[f
     now = time.monotonic()
     longest = max((server.answered_at.get(i, now) - sent for i, sent in pings.items()), default=0.0) * 1e3
     late = sum(i not in server.answered_at for i in pings)
-    tally.row("5 MB", f"{shape}: inline + fill answered within {BLOCK_DEADLINE_S:.0f} s / pings (unanswered) / "
+    tally.row("big", f"{shape}: inline + fill answered within {BLOCK_DEADLINE_S:.0f} s / pings (unanswered) / "
               "longest wait (ms)", f"{in_time} / {len(pings)} ({late}) / {longest:.0f}")
     busy = server.state(small, BLOCK_DEADLINE_S) is None
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     growth = server.rss_mb() - rss0
-    tally.row("5 MB", f"{shape}: RSS before / growth after closing (MB)",
+    tally.row("big", f"{shape}: RSS before / growth after closing (MB)",
               f"{rss0:.0f} / {growth:.1f}" + (" (server still busy, close not yet read)" if busy else ""))
     tally.ended(server)
     return longest, growth
 
 
-def main() -> None:
+def run_service_loop(tally: Tally, chars: int) -> float:
+    """The engine service's /health polled while it takes prompts of `chars` characters (bench.service_loop: as
+    text, text + suffix, a chat message, token ids up to the body limit). The longest poll (ms)."""
+    result = measure(None, chars, 1)
+    for row in result["requests"]:
+        tally.row("service", f"{row['request']} ({chars:,} chars): HTTP / s / polls / longest /health (ms)",
+                  f"{row['status']} / {row['seconds']} / {row['polls']} / {row['health_max_ms']}")
+    tally.row("service", "/health polls (failed) / p50 / longest (ms)", f"{result['health_polls']} "
+              f"({result['health_failed']}) / {result['service_health_p50_ms']} / {result['service_health_max_ms']}")
+    return result["service_health_max_ms"]
+
+
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer cases: a smoke test, not the measurement")
-    args = ap.parse_args()
-    malformed_n, fuzz_n, trials = (120, 60, 1) if args.quick else (1100, 400, 3)
+    ap.add_argument("--quick", action="store_true", help="fewer and smaller cases: a smoke test, not the measurement")
+    args = ap.parse_args(argv)
+    if args.quick:
+        malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-8",), big_texts(QUICK_BIG_BYTES)[:1]
+        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 300_000, 0.5
+    else:
+        malformed_n, fuzz_n, trials, encodings, bigs = 1100, 400, 3, ENCODINGS, big_texts(BIG_BYTES)
+        long_cases = [(lang, shape) for lang in LANGS for shape in SHAPES]
+        rounds, chars, settle = (3, 200, 200_000), 1_000_000, SETTLE_S
     tally = Tally()
-    t0 = time.monotonic()
+    laps = [time.monotonic()]
     server = start()
     malformed = run_malformed(server, tally, malformed_n)
     tally.ended(server)
     mark = tally.phase_end("malformed", 0)
-    t1 = time.monotonic()
-    fuzz_sent, divergences = run_fuzz(tally, fuzz_n)
+    laps.append(time.monotonic())
+    fuzz_sent, divergences = run_fuzz(tally, fuzz_n, encodings)
     mark = tally.phase_end("fuzz", mark)
-    t2 = time.monotonic()
-    server = start(options={"debounceMs": 0})
+    laps.append(time.monotonic())
+    server = start(options=FILL_OPTIONS)
     server.open(DOC_URI, DOC_TEXT)
     ready = server.wait_ready()
     tally.row("model", "state before the fill phases", ready["params"]["state"] if ready else "no status")
     wrong = run_wrong_place(server, tally, trials)
-    tally.ended(server)
     mark = tally.phase_end("wrong place", mark)
-    t3 = time.monotonic()
-    blocks, growths = zip(*(run_big(*big, tally) for big in big_texts()), strict=True)
+    wrong_document = run_reopen_races(server, tally, trials)
+    mark = tally.phase_end("reopen", mark)
+    laps.append(time.monotonic())
+    run_long_tokens(server, tally, long_cases, SEED)  # last on this server: it may not survive
+    mark = tally.phase_end("long token", mark)
+    laps.append(time.monotonic())
+    blocks, growths = zip(*(run_big(*big, tally, settle) for big in bigs), strict=True)
     max_block, growth = max(blocks), max(growths)
-    tally.phase_end("5 MB", mark)
-    t4 = time.monotonic()
-    tally.row("all", "wall time (s): malformed / fuzz / wrong place / 5 MB",
-              f"{t1 - t0:.0f} / {t2 - t1:.0f} / {t3 - t2:.0f} / {t4 - t3:.0f}")
+    mark = tally.phase_end("big", mark)
+    laps.append(time.monotonic())
+    after_close = run_open_close(tally, *rounds, settle)
+    mark = tally.phase_end("open/close", mark)
+    laps.append(time.monotonic())
+    health_ms = run_service_loop(tally, chars)
+    tally.phase_end("service", mark)
+    laps.append(time.monotonic())
+    tally.row("all", "wall time (s): malformed / fuzz / wrong place + reopen / long token / big / open-close / "
+              "service", " / ".join(f"{b - a:.0f}" for a, b in itertools.pairwise(laps)))
     print(f"{'phase':<12} {'what':<70} value")
     for phase, what, value in tally.rows:
         print(f"{phase:<12} {what:<70} {value}")
-    print(json.dumps({"malformed_sent": malformed, "unanswered": tally.unanswered, "crashes": tally.crashes,
-                      "wrong_place_edits": wrong, "max_block_ms": round(max_block, 1),
-                      "rss_growth_mb": round(growth, 1), "fuzz_edits": fuzz_sent, "divergences": divergences}))
+    result = {"malformed_sent": malformed, "unanswered": tally.unanswered, "crashes": tally.crashes,
+              "native_crashes": tally.native_crashes, "wrong_place_edits": wrong,
+              "wrong_document_edits": wrong_document, "max_block_ms": round(max_block, 1),
+              "rss_growth_mb": round(growth, 1), "rss_after_close_mb": round(after_close, 1),
+              "service_health_max_ms": round(health_ms, 1), "fuzz_edits": fuzz_sent, "divergences": divergences}
+    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

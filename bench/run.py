@@ -76,7 +76,8 @@ def result_path(out: Path, now: datetime.datetime) -> Path:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default bench/results (--quick: a temporary folder, never over the published results)")
     ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: shipped model, else random)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds), for smoke tests")
     ap.add_argument("--editor", choices=("auto", "quick", "full", "skip"), default="auto",
@@ -130,12 +131,20 @@ def main(argv: list[str] | None = None) -> dict:
             bar.advance(overall)
     result["runtime_s"] = round(time.perf_counter() - t0, 1)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path = result_path(args.out, now)
-    result["plots"] = [p.name for p in plots.plot_all(result, args.out)]
+    if args.out is None and args.quick:
+        with tempfile.TemporaryDirectory(prefix="dg-bench-quick-") as tmp:
+            return write(result, label, Path(tmp))
+    return write(result, label, args.out or ROOT / "bench" / "results")
+
+
+def write(result: dict, label: str, out: Path) -> dict:
+    """The JSON, plots and latest.md into `out`; prints the table and the last-line JSON; returns `result`."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = result_path(out, datetime.datetime.fromisoformat(result["date"]))
+    result["plots"] = [p.name for p in plots.plot_all(result, out)]
     json_path.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     md = markdown(result, json_path.name)
-    (args.out / "latest.md").write_text(md)
+    (out / "latest.md").write_text(md)
     print(md)
     summary = {"json": str(json_path), "runtime_s": result["runtime_s"], "model": label,
                "speedup_vs_transformers": result["engine"]["vs_transformers"]["speedup_vs_transformers"],

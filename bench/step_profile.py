@@ -1,7 +1,7 @@
 """What one denoising step would cost a GPU, measured on CPU: host syncs, graph breaks, launched ops, encoder
 weight passes for a cold 4k context under the CUDA chunk policy, KV bytes per context token.
 
-    python -m bench.step_profile [--steps 8]
+    python -m bench.step_profile [--steps 8] [--quick]
 
 Each figure is the worse of a tiny random checkpoint (engine.testing, "mixed") and the shipped model. Syncs and ops
 are counted by a TorchDispatchMode (engine.profiling) over whole fills with the stopping rule off, so everything a
@@ -100,10 +100,13 @@ def profile(path: Path, steps: int) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=8, help="denoising steps per canvas (two canvases per fill)")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="the tiny checkpoint only, 2 steps (smoke tests)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.steps = 2
     torch.set_num_threads(1)
     from bench.common import emit, machine
     from engine.engine import default_model_path
@@ -111,7 +114,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         models = {"tiny random (mixed)": build_tiny_checkpoint(Path(tmp) / "tiny", "mixed")}
-        if (default_model_path() / "model.safetensors").is_file():
+        if not args.quick and (default_model_path() / "model.safetensors").is_file():
             models["shipped"] = default_model_path()
         rows = {name: profile(path, args.steps) for name, path in models.items()}
     print(f"{'model':<22}{'syncs/step':>11}{'ops/step':>10}{'breaks':>8}{'fullgraph':>10}{'enc passes':>11}"

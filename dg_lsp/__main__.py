@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from dg_lsp.memory import use_system_allocator
 from dg_lsp.sched import short_slice
 from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
 
@@ -59,6 +60,8 @@ GIL_SWITCH_S = 0.0005
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command line (not a caller in this process): memory goes back after closes
+        use_system_allocator(sys.argv[1:])  # dg_lsp.memory; re-executes once, or returns
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["calibrate"]:  # the confidence gate's threshold for a checkpoint (engine/calibrate.py)
         from engine.calibrate import main as calibrate

@@ -159,8 +159,7 @@ class Snapshot:
 
     @property
     def identity(self) -> tuple[int, int]:
-        """(open, version): what a result computed from this snapshot belongs to (a reopened document starts at
-        version 1 again: the version alone does not say which text positions were read from)."""
+        """(open, version): what a result from this snapshot belongs to (a reopened document restarts at 1)."""
         return self.opened, self.version
 
     @cached_property
@@ -243,6 +242,11 @@ class Document:
     @property
     def tree_fresh(self) -> bool:
         return self._fresh
+
+    def close(self) -> None:
+        """Drop the tree and parser (and a half-done parse) now: a reparse task may hold this a while."""
+        self._parser = self._tree = None
+        self._fresh, self._halted_rev = True, None
 
     def _data(self) -> bytes | None:
         """The UTF-8 text to parse (encoded once per revision: a reparse may take many slices), or None."""
@@ -364,7 +368,6 @@ class DocumentStore:
 
     def open(self, uri: str, language_id: str, version: int, text: str,
              parse_budget_s: float | None = None) -> Document:
-        """Open (or reopen: a second didOpen replaces the document) `uri` as a new open."""
         doc = Document(uri, language_id, version, text, parse_budget_s, next(self._opens))
         self._docs[uri] = doc
         return doc
@@ -375,7 +378,8 @@ class DocumentStore:
             doc.apply_changes(changes, version, encoding)
 
     def close(self, uri: str) -> None:
-        self._docs.pop(uri, None)
+        if (doc := self._docs.pop(uri, None)) is not None:
+            doc.close()
 
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)

@@ -196,6 +196,21 @@ class DgProtocol(LanguageServerProtocol):
         if not result_future.cancelled():
             self._send_to_generator(gen, result_future, value)
 
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        """pygls' route, less its leak: it files a notification's future in `_request_futures` under a fresh uuid4
+        that nothing removes once the handler is done (pygls' built-in didOpen/didClose are generators), one
+        finished future (with its lock, condition and callbacks) per didOpen and didClose for the session's life.
+        Besides the bytes, each such survivor lands among a just-parsed tree's freed blocks (py-tree-sitter
+        allocates with PyMem_Malloc) and keeps their 1 MiB arena from going back to the system (issue 21)."""
+        pending = set(self._request_futures)
+        super()._handle_notification(method_name, params)
+        for key in [k for k in self._request_futures if k not in pending]:
+            future = self._request_futures[key]
+            if future.done():
+                del self._request_futures[key]
+            else:
+                future.add_done_callback(lambda _, key=key: self._request_futures.pop(key, None))
+
     def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         """A keystroke's didChange goes straight to its handler. pygls' route for a notification (a context copy,
         two uuid4 ids, two futures and the generator of its built-in feature) took ~0.18 ms when its code was not

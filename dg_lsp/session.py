@@ -37,6 +37,7 @@ from dg_lsp.context.workspace import Workspace
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
+from dg_lsp.memory import TRIM_AFTER_S, release_free_memory
 from dg_lsp.pipeline import FillEvents, FillOutcome, FillStats, Policy, run_fill
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
@@ -92,6 +93,7 @@ class DgServer(LanguageServer):
         self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
         self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
+        self._trim: asyncio.TimerHandle | None = None  # the pending release_memory_soon
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
         # its code action offers to run it again with force (dg_lsp.handlers.commands)
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
@@ -248,6 +250,16 @@ class DgServer(LanguageServer):
         pct = min(100, int(100 * step / max(steps, 1)))
         self.work_done_progress.report(token, T.WorkDoneProgressReport(message=f"step {step}/{steps}",
                                                                        percentage=pct))
+
+    # -- documents: memory after closes ---------------------------------------------------------------------------
+
+    def release_memory_soon(self) -> None:
+        """After a didClose: once none has come for TRIM_AFTER_S, hand the freed memory back to the OS (in a
+        thread: a trim of a big heap takes milliseconds; see dg_lsp.memory)."""
+        if self._trim is not None:
+            self._trim.cancel()
+        loop = asyncio.get_running_loop()
+        self._trim = loop.call_later(TRIM_AFTER_S, lambda: loop.run_in_executor(None, release_free_memory))
 
     # -- documents: the background reparse ----------------------------------------------------------------------
 

@@ -136,29 +136,39 @@ def _clip(snap: Snapshot, hole: Hole, start: int, end: int, indent: str) -> tupl
 
 def _node_start_after(snap: Snapshot, lo: int, limit: int) -> int:
     """The first start of a child of the node spanning [lo, limit) that is at or after `lo` (and before `limit`),
-    else `lo`."""
+    else `lo`.
+
+    Children are found with a TreeCursor, never with `Node.first_child_for_byte`: py-tree-sitter (0.25, 0.26) wraps
+    the null node that call returns when no child qualifies (a leaf: the inside of a long string or comment) and
+    the next use of it dereferences NULL (SIGSEGV; tests/reliability/test_tree_sitter_bugs.py)."""
     if snap.tree is None:
         return lo
     b_lo, b_limit = snap.byte_offset(lo), snap.byte_offset(limit)
-    node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_limit)
-    child = node.first_child_for_byte(b_lo)
-    while child is not None and child.start_byte < b_lo:
-        child = child.next_sibling
-    return snap.char_offset(child.start_byte) if child is not None and child.start_byte <= b_limit else lo
+    cursor = snap.tree.root_node.descendant_for_byte_range(b_lo, b_limit).walk()
+    if cursor.goto_first_child_for_byte(b_lo) is None:  # a leaf, or no child ends after b_lo
+        return lo
+    while cursor.node.start_byte < b_lo:
+        if not cursor.goto_next_sibling():
+            return lo
+    start = cursor.node.start_byte
+    return snap.char_offset(start) if start <= b_limit else lo
 
 
 def _node_end_before(snap: Snapshot, hi: int, limit: int) -> int:
     """The last end of a child of the node spanning [limit, hi) that is at or before `hi` (and after `limit`),
-    else `hi`."""
+    else `hi`. (A TreeCursor, for the reason `_node_start_after` gives.)"""
     if snap.tree is None:
         return hi
     b_limit, b_hi = snap.byte_offset(limit), snap.byte_offset(hi)
-    node = snap.tree.root_node.descendant_for_byte_range(b_limit, b_hi)
-    after = node.first_child_for_byte(b_hi)
-    child = after.prev_sibling if after is not None else node.child(node.child_count - 1) if node.child_count else None
-    while child is not None and child.end_byte > b_hi:
-        child = child.prev_sibling
-    return snap.char_offset(child.end_byte) if child is not None and child.end_byte >= b_limit else hi
+    cursor = snap.tree.root_node.descendant_for_byte_range(b_limit, b_hi).walk()
+    # the first child ending after b_hi, else the last child; then back to one ending at or before b_hi
+    if cursor.goto_first_child_for_byte(b_hi) is None and not cursor.goto_last_child():
+        return hi  # a leaf
+    while cursor.node.end_byte > b_hi:
+        if not cursor.goto_previous_sibling():
+            return hi
+    end = cursor.node.end_byte
+    return snap.char_offset(end) if end >= b_limit else hi
 
 
 def _dedent(piece: str, indent: str, at_line_start: bool) -> str:

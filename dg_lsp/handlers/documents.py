@@ -52,3 +52,4 @@ def register(server: DgServer) -> None:
         ls.note_change(uri, None)
         ls.store.close(uri)
         ls.cross_file.closed(uri)
+        ls.release_memory_soon()

@@ -1,5 +1,6 @@
-"""Smoke tests of the benchmark harness at tiny sizes: every piece runs, its JSON has the keys the report and the
-README rely on, and its files are written. Not timing tests (STYLE rule 12)."""
+"""Smoke tests of the benchmark harness at tiny sizes: the suite (`bench.run`) and the GPU suite's dry run, each in its
+own process, write their JSON with the keys the report and the README rely on, and their files. Not timing tests
+(STYLE rule 12). Every other bench module's quick mode runs in test_bench_quick."""
 
 import json
 import os
@@ -24,19 +25,15 @@ def tiny(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_result(tiny, tmp_path_factory):
-    from bench import run
-
+def run_result(tiny, tmp_path_factory, bench_run):
+    """`python -m bench.run --quick` on the tiny checkpoint, in its own process: (the JSON it saved, its folder)."""
     out = tmp_path_factory.mktemp("results")
-    torch_threads = torch.get_num_threads()
-    try:
-        result = run.main(["--quick", "--editor", "skip", "--model", str(tiny), "--out", str(out)])
-    finally:
-        torch.set_num_threads(torch_threads)
-    return result, out
+    last = bench_run("run", ["--quick", "--editor", "skip", "--model", str(tiny), "--out", str(out)])
+    assert {"json", "runtime_s", "model", "speedup_vs_transformers", "plots"} <= set(last)
+    return json.loads(Path(last["json"]).read_text()), out
 
 
-def test_run_writes_json_plots_and_markdown(run_result, capsys):
+def test_run_writes_json_plots_and_markdown(run_result):
     result, out = run_result
     files = {p.name for p in out.iterdir()}
     json_files = [f for f in files if f.endswith(".json")]
@@ -105,15 +102,11 @@ def test_random_model_and_its_transformers_twin_agree():
     assert floor["weight_gb"] > 0 and floor["read_all_weights_ms"] > 0
 
 
-def test_gpu_suite_dry_run_writes_its_files(tmp_path):
-    from bench import gpu_suite
-
-    threads = torch.get_num_threads()
-    try:
-        result = gpu_suite.main(["--dry-run", "--skip-shipped", "--out", str(tmp_path)])
-    finally:
-        torch.set_num_threads(threads)
-    r = result["random"]
+def test_gpu_suite_dry_run_writes_its_files(tmp_path, bench_run):
+    last = bench_run("gpu_suite", ["--quick", "--out", str(tmp_path)])
+    assert {"json", "dry_run", "runtime_s", "random_ms_per_step_canvas256", "graphs_on_off_ms_per_step",
+            "cold_encode_ms", "weight_stream_floor_ms", "speedup_vs_transformers", "shipped"} <= set(last)
+    r = json.loads(Path(last["json"]).read_text())["random"]
     assert ENGINE_KEYS <= set(r) and {"weight_stream_floor", "params", "shape"} <= set(r)
     names = {p.name for p in tmp_path.iterdir()}
     assert "gpu.md" in names and any(n.startswith("gpu-") and n.endswith(".json") for n in names)

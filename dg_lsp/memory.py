@@ -1,0 +1,49 @@
+"""Giving memory back after documents close: the server runs on the system allocator and trims it once idle.
+
+py-tree-sitter allocates every tree through Python's allocator (PyMem_Malloc). Under pymalloc, the trees of a closed
+document free most of an arena, but the few Python objects that outlive it (a log record, a cached string) keep the
+arena's 1 MiB from going back to the OS: after 3 rounds of opening and closing 200 documents of 200 KB the server
+stayed ~325 MB above its baseline (tests/reliability/memory_rounds.py). With PYTHONMALLOC=malloc the same memory
+sits in glibc's free lists, and one malloc_trim(0) after the closes returns it (7 MB above the baseline).
+
+PYTHONMALLOC is read when the interpreter starts, so the command line re-executes itself once with it set (an
+explicit PYTHONMALLOC in the environment is kept: `PYTHONMALLOC=pymalloc dg-lsp` runs without this).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from collections.abc import Sequence
+
+ALLOCATOR = "malloc"
+TRIM_AFTER_S = 1.0  # after the last didClose, this long without another before the trim
+
+
+def use_system_allocator(argv: Sequence[str]) -> None:
+    """Re-execute `python -m dg_lsp argv` under PYTHONMALLOC=malloc, unless PYTHONMALLOC is set already or this is
+    not glibc (no malloc_trim to give the memory back). Returns only when it does not re-execute."""
+    if "PYTHONMALLOC" in os.environ or _trim() is None:
+        return
+    env = dict(os.environ, PYTHONMALLOC=ALLOCATOR)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "dg_lsp", *argv], env)
+
+
+def release_free_memory() -> bool:
+    """Return the allocator's free memory to the OS (glibc malloc_trim); False where there is none to call."""
+    trim = _trim()
+    return bool(trim(0)) if trim is not None else False
+
+
+def _trim():
+    name = ctypes.util.find_library("c")
+    if name is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return None
