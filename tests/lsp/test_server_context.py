@@ -24,7 +24,7 @@ def workspace(root: Path, n: int = 2000) -> None:
     (root / "app.py").write_text(APP)
     pkg = root / "pkg"
     pkg.mkdir()
-    body = "".join(f"def helper_{j}(a, b):\n    '''Helper {j}.'''\n    return a * {j} + b\n\n" for j in range(60))
+    body = "".join(f"def helper_{j}(a, b):\n    '''Helper {j}.'''\n    return a * {j} + b\n\n" for j in range(120))
     for i in range(n):
         (pkg / f"mod_{i:04d}.py").write_text(f"import os\n\nclass Thing{i}:\n    pass\n\n" + body)
 
