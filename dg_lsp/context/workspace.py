@@ -25,6 +25,7 @@ from dg_lsp.languages import grammar_key
 
 log = logging.getLogger(__name__)
 SLICE_S = 0.001  # one step of indexing (a file's parse resumes across steps)
+CHANGE_QUIET_S = 0.5
 RECENT = 20  # documents remembered for similar windows (open or recently edited)
 
 
@@ -44,6 +45,7 @@ class Workspace:
         self.task: asyncio.Task | None = None
         self.build_s: float | None = None  # how long the first build took (dg/status, bench)
         self._open: OrderedDict[str, str] = OrderedDict()  # path -> uri, most recently used last
+        self._dirty: dict[str, float] = {}  # edited open documents -> when they were last changed
         self._paths: dict[str, str | None] = {}  # uri -> path (didChange asks per keystroke; resolve() is a syscall)
 
     def path(self, uri: str) -> str | None:
@@ -80,6 +82,10 @@ class Workspace:
                 await asyncio.sleep(delay)
                 continue
             index = self.index
+            now = time.perf_counter()
+            for path in [p for p, t in self._dirty.items() if now - t > CHANGE_QUIET_S]:
+                del self._dirty[path]
+                index.mark(path)
             if index.step(time.perf_counter() + SLICE_S, time.perf_counter):
                 if self.build_s is None:
                     self.build_s = time.perf_counter() - t0
@@ -107,7 +113,14 @@ class Workspace:
         if self.index is not None:
             self.index.mark(path)
 
-    changed = opened  # a didChange: reindex from the document's text (in the background, once per burst)
+    def changed(self, uri: str) -> None:
+        """A didChange: reindex from the document's text once it has been quiet CHANGE_QUIET_S (a burst of
+        keystrokes costs one reindex, and never competes with the reparse the next keystroke needs)."""
+        path = self.path(uri)
+        if path is not None:
+            self._open[path] = uri
+            self._open.move_to_end(path)
+            self._dirty[path] = time.perf_counter()
 
     def saved(self, uri: str) -> None:
         path = self.path(uri)
@@ -120,6 +133,7 @@ class Workspace:
         if path is None:
             return
         self._open.pop(path, None)
+        self._dirty.pop(path, None)
         if self.index is not None:
             if self.index.under_root(path) and Path(path).exists():
                 self.index.mark(path)
@@ -153,10 +167,15 @@ class Workspace:
         choice = self.selector.select(path, snap.text, offset, budget, encode, others)
         return choice.snippets, self.selector.relpath(path)
 
+    @property
+    def busy(self) -> bool:
+        """Work is left: files to index, or edited documents waiting to be reindexed."""
+        return self.index is not None and (self.index.building or bool(self._dirty))
+
     def status(self) -> dict[str, Any]:
         if self.index is None:
             return {"state": "off"}
-        return {"state": "building" if self.index.building else "ready", "files": len(self.index.files),
+        return {"state": "building" if self.busy else "ready", "files": len(self.index.files),
                 "skipped": self.index.skipped, "buildS": None if self.build_s is None else round(self.build_s, 2)}
 
 

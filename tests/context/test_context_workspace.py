@@ -12,7 +12,7 @@ from dg_lsp.documents import DocumentStore
 async def settle(ws: Workspace) -> None:
     for _ in range(2000):
         await asyncio.sleep(0.002)
-        if ws.index is not None and not ws.index.building:
+        if ws.index is not None and not ws.busy:
             return
     raise AssertionError("the index never finished")
 
