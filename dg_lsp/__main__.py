@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 from dg_lsp.memory import use_system_allocator
 from dg_lsp.sched import short_slice
@@ -48,6 +49,9 @@ def check(model: str | None, weights: str = "auto", prompt_format: str = "auto")
     from engine.check import run_check
 
     out = run_check(model, weights=weights, prompt_format=prompt_format)
+    from dg_lsp.context.workspace import check_summary  # context from other files: the index of the cwd
+
+    out["crossFile"] = check_summary(Path.cwd())
     print(json.dumps(out))
     return 0 if out["ok"] else 1
 

@@ -55,6 +55,11 @@ class Settings:
     # noise with probability rewrite_noise (0: the selection as is; 1: from noise, as without the setting)
     rewrite_from_selection: bool = False
     rewrite_noise: float = 0.5
+    # context from other files (docs/PROTOCOL.md, "Context from other files"): tokens of it per prompt, taken out
+    # of contextTokens (None: a quarter of contextTokens; 0: off, and no workspace index is built); index caps
+    cross_file_tokens: int | None = None
+    index_max_files: int = 5000
+    index_max_file_bytes: int = 262144
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -66,6 +71,11 @@ class Settings:
         """The settings that need a model reload when they change."""
         return (self.model_path, self.device, self.dtype, self.prompt_format, self.weights, self.backend, self.endpoint,
                 self.api_key_env, self.model, self.auto_start, self.openai_diffusion)
+
+    def cross_file_budget(self) -> int:
+        """Tokens of context from other files per prompt (at most half of contextTokens)."""
+        want = self.context_tokens // 4 if self.cross_file_tokens is None else self.cross_file_tokens
+        return min(want, self.context_tokens // 2)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled and (self.languages is None or language_id in self.languages)
@@ -155,6 +165,9 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "openai_diffusion": _choice(OPENAI_DIFFUSION),
     "rewrite_from_selection": _bool,
     "rewrite_noise": _fraction,
+    "cross_file_tokens": _int_range(0, 16384, nullable=True),
+    "index_max_files": _int_range(0, 1_000_000),
+    "index_max_file_bytes": _int_range(1024, 16 << 20),
 }
 
 # wire key (camelCase) -> field name
@@ -180,6 +193,9 @@ KEYS: dict[str, str] = {
     "openaiDiffusion": "openai_diffusion",
     "rewriteFromSelection": "rewrite_from_selection",
     "rewriteNoise": "rewrite_noise",
+    "crossFileTokens": "cross_file_tokens",
+    "indexMaxFiles": "index_max_files",
+    "indexMaxFileBytes": "index_max_file_bytes",
 }
 
 _DEFAULTS = Settings()

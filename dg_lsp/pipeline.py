@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -21,6 +21,7 @@ from lsprotocol import types as T
 
 from dg_lsp.cache import FillCaches, fill_key
 from dg_lsp.config import Settings
+from dg_lsp.context.layout import Snippet
 from dg_lsp.documents import Encoding, Snapshot
 from dg_lsp.edits import postprocess, to_lsp_range
 from dg_lsp.holes import Hole
@@ -49,13 +50,14 @@ class Policy:
     min_confidence: float = 0.0  # the gate: a fill less confident than this is withheld (0: none is)
     force: bool = False  # a command's "apply anyway": the gate reports but does not withhold
     seed_noise: float | None = None  # rewrites start from the selection at this noise level (None: from noise)
+    cross_file_tokens: int = 0  # context from other files (dg_lsp.context); 0: none
 
     @classmethod
     def of(cls, settings: Settings, kind: RequestKind, encoding: Encoding, min_confidence: float = 0.0,
            force: bool = False) -> Policy:
         seed = settings.rewrite_noise if settings.rewrite_from_selection else None
         return cls(kind, settings.steps, settings.entropy_bound, settings.context_tokens, settings.drafts, encoding,
-                   min_confidence, force, seed)
+                   min_confidence, force, seed, settings.cross_file_budget())
 
     @property
     def parse_budget(self) -> int:
@@ -88,6 +90,9 @@ class FillStats:
     confidence: float | None = None  # the fill's (engine.seam.fill_confidence); None: unknown or no fill
     min_confidence: float = 0.0  # the gate it was held to
     error: str | None = None  # the backend's message when reason is "error"
+    cross_file: tuple[str, ...] | None = None  # files the prompt took context from, when context is on
+    cross_file_tokens: int = 0
+    index: dict[str, Any] | None = None  # the workspace index's state then (dg_lsp.context.workspace.status)
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -101,6 +106,9 @@ class FillStats:
         optional = {"engineWallMs": self.engine_wall_ms, "postMs": self.post_ms, "checkPrepared": self.check_prepared,
                     "error": self.error}
         body.update({k: v for k, v in optional.items() if v is not None})
+        if self.cross_file is not None:
+            body["crossFile"] = {"files": list(self.cross_file), "tokens": self.cross_file_tokens,
+                                 "index": self.index}
         return body
 
 
@@ -123,6 +131,11 @@ class FillOutcome:
         return self.stats.error
 
 
+# Context from other files for a hole: (snapshot, hole offset, encode, token budget) -> (snippets, the current
+# file's path as the prompt names it); dg_lsp.session wires it to the workspace index.
+Related = Callable[[Snapshot, int, Callable[[str], list[int]], int], tuple[Sequence[Snippet], str]]
+
+
 @dataclass(frozen=True)
 class FillEvents:
     """What a running fill tells the session, each called on the event loop: a dg/draft body, "busy" (the job has
@@ -136,14 +149,20 @@ class FillEvents:
 async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
                    worker: Worker, request_id: str, trace: Trace,
                    identity_of: Callable[[str], tuple[int, int] | None],
-                   events: FillEvents) -> FillOutcome:
+                   events: FillEvents, related: Related | None = None) -> FillOutcome:
     """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
     t0 = trace.mark("fill")
     fmt = backend.prompt_format
-    prompt = build_prompt(snap, hole, caches.encoder(backend), fmt, fmt.context_budget(policy.context_tokens))
+    encode, budget = caches.encoder(backend), fmt.context_budget(policy.context_tokens)
+    snippets, current = ((), "")
+    if related is not None and policy.cross_file_tokens > 0:
+        snippets, current = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
+    prompt = build_prompt(snap, hole, encode, fmt, budget, snippets, current)
     stats = FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
                       context_tokens=len(prompt.context_ids), canvas_length=prompt.canvas_length,
-                      prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3))
+                      prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3),
+                      cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
+                      cross_file_tokens=prompt.cross_file_tokens)
     init_ids = seed_ids(hole, fmt.name, policy, backend, prompt)
     key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
                                        SEED, prompt.max_canvases),

@@ -14,6 +14,9 @@ Prompt budget (`budget_tokens` covers prefix + suffix ids; the format's special 
   everything before the first changed token. The suffix depends only on text after the hole (and on the prefix's
   size in coarse SPARE_STEP steps), and the start of the nearest-lines span snaps forward to a multiple of
   SNAP_LINES lines, so typing on one line leaves both unchanged for many keystrokes.
+- context from other files (dg_lsp.context) comes out of the budget first, rounded up to SPARE_STEP / 2 tokens so
+  that small changes in it do not move the cuts; a FIM prompt gets it at the head of the prefix ids
+  (dg_lsp.context.layout), a chat prompt as HoleInfo.related.
 - prefix and suffix are tokenized separately, as in training. To stay cheap per keystroke, text is chosen by a
   chars-per-token estimate first and only the chosen text is tokenized; when the estimate was off, the
   measured ratio replaces it and the choice is redone (a few rounds at most).
@@ -23,9 +26,10 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
+from dg_lsp.context.layout import Snippet, chat_related, fim_ids
 from dg_lsp.documents import Snapshot
 from dg_lsp.holes import Hole
 from engine.seam import HoleInfo, PromptFormat
@@ -56,6 +60,8 @@ class Prompt:
     prefix_ids: list[int]
     suffix_ids: list[int]
     max_canvases: int = 1
+    cross_file: tuple[str, ...] = ()  # the files context came from (dg_lsp.context)
+    cross_file_tokens: int = 0  # the tokens it took
 
 
 def target_tokens(hole: Hole, encode: Encode) -> int:
@@ -251,9 +257,22 @@ def hole_info(snap: Snapshot, hole: Hole) -> HoleInfo:
                     replaced=hole.replaced if hole.kind == "selection" else None, instruction=hole.instruction)
 
 
-def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget_tokens: int) -> Prompt:
-    """Cut prefix text[:hole.start] and suffix text[hole.end:] to the budget; see the module docstring."""
+def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget_tokens: int,
+                 related: Sequence[Snippet] = (), current: str = "") -> Prompt:
+    """Cut prefix text[:hole.start] and suffix text[hole.end:] to the budget; see the module docstring. `related`:
+    context from other files (already fitted to its own budget), `current`: the file's path as it shows there."""
     text = snap.text
+    info = hole_info(snap, hole)
+    head: list[int] = []
+    if related and fmt.name == "chat":
+        info = replace(info, related=chat_related(list(related)))
+        spent = sum(len(encode(f"`{p}`:\n{code}\n")) for p, code in info.related)
+    elif related:
+        head = fim_ids(list(related), current or info.filename, snap.spec.key if snap.spec else "", encode)
+        spent = len(head)
+    if related:
+        step = SPARE_STEP // 2
+        budget_tokens = max(budget_tokens - -(-spent // step) * step, budget_tokens // 2)
     suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens // 4, encode)
     prefix, prefix_ids = _fit_prefix(snap, hole.start, budget_tokens - len(suffix_ids), encode)
     # the prefix's size counted in coarse steps, so the suffix cut does not move with every keystroke
@@ -267,8 +286,10 @@ def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, 
         suffix=suffix,
         canvas_length=canvas_length,
         hole=hole,
-        context_ids=fmt.context(prefix_ids, suffix_ids, hole_info(snap, hole)),
+        context_ids=fmt.context(head + prefix_ids, suffix_ids, info),
         prefix_ids=prefix_ids,
         suffix_ids=suffix_ids,
         max_canvases=canvases_for(hole, encode, canvas_length),
+        cross_file=tuple(dict.fromkeys(s.path for s in related)),
+        cross_file_tokens=spent if related else 0,
     )

@@ -33,6 +33,7 @@ from pygls.lsp.server import LanguageServer
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.cache import FillCaches, Shown
 from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
+from dg_lsp.context.workspace import Workspace
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
@@ -96,6 +97,8 @@ class DgServer(LanguageServer):
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
         # its code action offers to run it again with force (dg_lsp.handlers.commands)
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
+        self.cross_file = Workspace(self.store)  # context from other files (dg_lsp.context)
+        self.roots: list[str] = []  # the client's workspace folders (paths), from `initialize`
 
     # -- small helpers ----------------------------------------------------------------------------------------
 
@@ -231,9 +234,13 @@ class DgServer(LanguageServer):
         self._in_flight += 1
         try:
             policy = Policy.of(self.settings, kind, self.encoding, self.min_confidence(), force)
-            return await run_fill(snap, hole, policy, backend, self.caches,
-                                  worker=self.worker, request_id=self.request_id(), trace=trace,
-                                  identity_of=self.store.identity, events=events)
+            related = self.cross_file.related if self.cross_file.index is not None else None
+            index = self.cross_file.status() if related is not None else None  # as it was when the prompt was built
+            out = await run_fill(snap, hole, policy, backend, self.caches,
+                                 worker=self.worker, request_id=self.request_id(), trace=trace,
+                                 identity_of=self.store.identity, events=events, related=related)
+            out.stats.index = index
+            return out
         finally:
             self._in_flight -= 1
             # its answer is about to be written: a reparse slice now would sit on the keystroke's path
@@ -267,6 +274,13 @@ class DgServer(LanguageServer):
         for the CPU on small machines)."""
         if uri not in self._reparses:
             self._reparses[uri] = asyncio.ensure_future(self._catch_up(uri))
+
+    def idle_wait(self) -> float:
+        """Seconds a background slice should wait before it runs (0: the server is idle now); see `_catch_up`."""
+        if self._in_flight:
+            return 10 * PARSE_SLICE_S
+        quiet = time.perf_counter() - max(self.protocol.received_at, self._active_at, self.protocol.input_at)
+        return 0.0 if quiet > PARSE_IDLE_S else max(PARSE_SLICE_S, PARSE_IDLE_S - quiet)
 
     async def _catch_up(self, uri: str) -> None:
         delay = PARSE_SLICE_S

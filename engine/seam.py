@@ -34,6 +34,9 @@ class HoleInfo:
     lines: int = 1  # how many lines the fill is expected to span (a size hint)
     instruction: str | None = None  # what the user asked for in a rewrite (chat formats only)
     replaced: str | None = None  # the code a rewrite replaces (chat formats show it beside the instruction)
+    # context from other files (chat formats show it as "related code from other files"): (path, code) per file;
+    # FIM formats get it laid out in the prefix by the server instead
+    related: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable

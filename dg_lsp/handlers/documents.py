@@ -24,6 +24,7 @@ def register(server: DgServer) -> None:
         doc = ls.store.open(d.uri, d.language_id, d.version, d.text, OPEN_PARSE_S)
         if not doc.tree_fresh:
             ls.catch_up(d.uri)
+        ls.cross_file.opened(d.uri)
 
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
@@ -36,6 +37,11 @@ def register(server: DgServer) -> None:
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
         ls.catch_up(uri)  # the reparse, in slices, while no fill runs
         ls.note_change(uri, arrived)
+        ls.cross_file.changed(uri)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: DgServer, params: T.DidSaveTextDocumentParams) -> None:
+        ls.cross_file.saved(params.text_document.uri)
 
     @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
@@ -45,4 +51,5 @@ def register(server: DgServer) -> None:
         ls.withheld.pop(uri, None)
         ls.note_change(uri, None)
         ls.store.close(uri)
+        ls.cross_file.closed(uri)
         ls.release_memory_soon()

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as T
 
 from dg_lsp.config import parse_settings
+from dg_lsp.context.index import EXTENSIONS
+from dg_lsp.context.workspace import uri_path
 from dg_lsp.session import DgServer
 
 log = logging.getLogger(__name__)
@@ -19,6 +22,8 @@ log = logging.getLogger(__name__)
 def register(server: DgServer) -> None:
     @server.feature(T.INITIALIZE)
     def initialize(ls: DgServer, params: T.InitializeParams) -> None:
+        folders = [f.uri for f in params.workspace_folders or ()] or ([params.root_uri] if params.root_uri else [])
+        ls.roots = [p for p in map(uri_path, folders) if p is not None]
         apply_settings(ls, params.initialization_options)
 
     @server.feature(T.INITIALIZED)
@@ -27,6 +32,8 @@ def register(server: DgServer) -> None:
             log.warning("initialized received again: the model is already %s", ls.worker.state)
             return
         start_loading(ls)
+        start_index(ls)
+        watch_files(ls)
 
     @server.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: DgServer, params: T.DidChangeConfigurationParams) -> None:
@@ -34,7 +41,40 @@ def register(server: DgServer) -> None:
 
     @server.feature(T.SHUTDOWN)
     def shutdown(ls: DgServer, params: None) -> None:
+        ls.cross_file.stop()
         ls.worker.shutdown()
+
+    @server.feature(T.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: DgServer, params: T.DidChangeWatchedFilesParams) -> None:
+        ls.cross_file.files_changed([(c.uri, int(c.type)) for c in params.changes])
+
+
+def start_index(ls: DgServer) -> None:
+    """(Re)build the workspace index in the background, or drop it when context from other files is off."""
+    s = ls.settings
+    if s.cross_file_budget() <= 0 or not s.enabled or s.index_max_files == 0:  # no folders: open documents only
+        ls.cross_file.stop()
+        return
+    ls.cross_file.start([Path(r) for r in ls.roots], s.index_max_files, s.index_max_file_bytes, ls.idle_wait)
+
+
+def watch_files(ls: DgServer) -> None:
+    """Ask for workspace/didChangeWatchedFiles on source files, where the client can register it dynamically."""
+    ws = ls.client_capabilities.workspace
+    caps = ws.did_change_watched_files if ws is not None else None
+    if caps is None or not caps.dynamic_registration or ls.cross_file.index is None:
+        return
+    exts = ",".join(sorted(e.lstrip(".") for e in EXTENSIONS))
+    opts = T.DidChangeWatchedFilesRegistrationOptions(watchers=[T.FileSystemWatcher(glob_pattern=f"**/*.{{{exts}}}")])
+    reg = T.Registration(id="dg-lsp/watched-files", method=T.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=opts)
+
+    async def register() -> None:
+        try:
+            await ls.client_register_capability_async(T.RegistrationParams(registrations=[reg]))
+        except Exception:  # noqa: BLE001 -- the client refused: saves and closes still update the index
+            log.info("client refused workspace/didChangeWatchedFiles")
+
+    asyncio.ensure_future(register())
 
 
 def apply_settings(ls: DgServer, raw: Any) -> None:
@@ -43,6 +83,9 @@ def apply_settings(ls: DgServer, raw: Any) -> None:
     for e in errors:
         ls.warn(e)
     old, ls.settings = ls.settings, new
+    index_key = lambda s: (s.cross_file_budget() > 0, s.enabled, s.index_max_files, s.index_max_file_bytes)  # noqa: E731
+    if ls.load_task is not None and index_key(new) != index_key(old):
+        start_index(ls)
     if ls.load_task is not None and new.engine_key() != old.engine_key():
         start_loading(ls)
     elif new.enabled != old.enabled:

@@ -63,7 +63,13 @@ def user_message(prefix: str, suffix: str, hole: HoleInfo, fence: str, suffix_en
     lines = max(1, hole.lines)
     what = KIND_TEXT.get(hole.kind, hole.kind.replace("_", " "))
     code = f"{prefix}{MARKER}{suffix}" + ("" if suffix_ends_line else "\n")
-    parts = [f"This is the file `{name}` ({lang}). {MARKER} marks a hole in it: {what}, about {lines} "
+    parts = []
+    if hole.related:  # context from other files of the workspace, before the file (stable: prefix caching)
+        parts += ["Related code from other files:", ""]
+        for path, related in hole.related:
+            f = fence_for(related, "", "")
+            parts += [f"`{path}`:", f"{f}{lang}", related, f, ""]
+    parts += [f"This is the file `{name}` ({lang}). {MARKER} marks a hole in it: {what}, about {lines} "
              f"line{'s' if lines != 1 else ''}.", "", f"{fence}{lang}\n{code}{fence}", ""]
     if hole.replaced:
         parts += [f"{MARKER} replaces this code:", f"{fence}{lang}", hole.replaced, fence, ""]

@@ -28,6 +28,7 @@ export const SERVER_SETTING_KEYS = [
   "minConfidence",
   "rewriteFromSelection",
   "rewriteNoise",
+  "crossFileTokens",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];

@@ -82,6 +82,7 @@ test("the package.json defaults give the server its own defaults", async () => {
     minConfidence: null,
     rewriteFromSelection: false,
     rewriteNoise: 0.5,
+    crossFileTokens: null,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
   // or a client-side dg.server.* key.

@@ -1,0 +1,95 @@
+"""How selected snippets from other files go into a prompt: as text rendered per definition, grouped by file, in a
+stable order (path, then line) so that the same selection gives the same tokens and the engine's prefix KV cache
+keeps serving while the user types.
+
+FIM prompts: the files go at the head of the prefix, each introduced by the tokenizer's file-separator token when it
+has one (Qwen2.5-Coder's `<|file_sep|>`, StarCoder2's `<file_sep>`, followed by the file's path and a newline, the
+layout those models were trained with), else by a comment header in the language's comment syntax
+(`# path/to/file.py`); the current file gets the same header last, so the model reads where the code around the
+hole lives. Chat prompts: `engine.seam.HoleInfo.related`, a "related code from other files" section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dg_lsp.context.symbols import Definition
+
+Encode = Callable[[str], list[int]]
+COMMENT = {"python": "#", "javascript": "//", "typescript": "//", "tsx": "//", "rust": "//", "go": "//",
+           "java": "//", "c": "//", "cpp": "//"}
+FILE_SEPARATORS = ("<|file_sep|>", "<file_sep>")
+MAX_MEMBERS = 12  # a class shows at most this many member signatures
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One piece of context: a definition (or a window of similar code) from another file."""
+
+    path: str  # as shown in the prompt: relative to its workspace folder
+    line: int
+    text: str
+    key: str  # grammar key of its file
+    why: str  # "import" | "name" | "similar"
+
+
+def render(d: Definition, key: str, members: list[Definition] = ()) -> str:
+    """A definition as a short stub: its doc line, signature and (classes) its members' signatures."""
+    c = COMMENT.get(key, "#")
+    if key == "python":
+        head = d.signature + ":"
+        doc = f'\n    """{d.doc}"""' if d.doc else ""
+        body = "".join(f"\n    {m.signature}: ..." for m in members[:MAX_MEMBERS])
+        tail = "" if d.kind == "constant" else ("" if body else "\n    ...")
+        return (d.signature if d.kind == "constant" else head) + doc + body + tail
+    doc = f"{c} {d.doc}\n" if d.doc else ""
+    if not members:
+        return doc + d.signature
+    body = "".join(f"\n  {m.signature}" + ("" if m.signature.endswith((";", "}")) else ";")
+                   for m in members[:MAX_MEMBERS])
+    return f"{doc}{d.signature} {{{body}\n}}"
+
+
+def file_separator(encode: Encode) -> list[int] | None:
+    """The tokenizer's file-separator token ids when one of the known spellings is a single token, else None."""
+    for s in FILE_SEPARATORS:
+        ids = encode(s)
+        if len(ids) == 1:
+            return ids
+    return None
+
+
+def group(snippets: list[Snippet]) -> list[tuple[str, str, str]]:
+    """(path, key, code) per file, files and snippets in (path, line) order."""
+    out: list[tuple[str, str, str]] = []
+    for s in sorted(snippets, key=lambda s: (s.path, s.line)):
+        if out and out[-1][0] == s.path:
+            out[-1] = (s.path, s.key, out[-1][2] + "\n\n" + s.text)
+        else:
+            out.append((s.path, s.key, s.text))
+    return out
+
+
+def header(path: str, key: str) -> str:
+    return f"{COMMENT.get(key, '#')} {path}\n"
+
+
+def fim_ids(snippets: list[Snippet], current: str, key: str, encode: Encode) -> list[int]:
+    """Token ids to put before the current file's prefix (empty when there is nothing to show)."""
+    if not snippets:
+        return []
+    sep = file_separator(encode)
+    out: list[int] = []
+    for path, k, code in group(snippets):
+        if sep is not None:
+            out += [*sep, *encode(f"{path}\n{code}\n")]
+        else:
+            out += encode(f"{header(path, k)}{code}\n\n")
+    out += [*sep, *encode(f"{current}\n")] if sep is not None else encode(header(current, key))
+    return out
+
+
+def chat_related(snippets: list[Snippet]) -> tuple[tuple[str, str], ...]:
+    """engine.seam.HoleInfo.related: (path, code) per file."""
+    return tuple((path, code) for path, _, code in group(snippets))

@@ -1,0 +1,278 @@
+"""Which context from other files one hole gets, within a token budget.
+
+Candidates, best first:
+1. identifiers near the hole (NEAR_BEFORE lines above to NEAR_AFTER below) and in the signatures of the enclosing
+   definitions, nearest first, resolved through the file's imports to definitions in the index (`mod.f` through
+   `import mod`, `g` through `from m import f as g`, a class's members through `Class.member`);
+2. the same names defined at top level elsewhere in the workspace, when few files define them (a fallback for
+   imports the index cannot resolve: packages outside the workspace, Go/Rust/Java imports, C headers);
+3. windows of WINDOW lines from other open documents, by Jaccard similarity of their identifier sets to the lines
+   before the hole (as Copilot's neighbouring-tab snippets).
+Duplicates go (a method whose class is shown, the same definition twice); the rest fill the budget in rank order,
+then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per keystroke:
+window identifier sets and token counts are cached.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dg_lsp.context.index import EXTENSIONS, MAX_LINE_CHARS, WorkspaceIndex
+from dg_lsp.context.layout import Snippet, render
+from dg_lsp.context.symbols import Definition, Import, imports
+from dg_lsp.languages import parser
+
+Encode = Callable[[str], list[int]]
+NEAR_BEFORE, NEAR_AFTER = 12, 3
+SCOPE_SCAN = 200  # lines scanned back for enclosing signatures
+FALLBACK_FILES = 3  # a name defined in more files than this is too common to guess
+WINDOW, WINDOW_STEP, MAX_WINDOWS = 30, 15, 400
+MIN_JACCARD = 0.2
+SIMILAR_MAX = 2
+MODULE_DEFS = 8
+HEAD_CHARS = 16384
+USES_CHARS, USES_MAX, USES_SCAN = 2048, 64, 100_000
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEF_LINE = re.compile(r"^\s*(?:async\s+|pub\s+|export\s+|static\s+|public\s+|private\s+)*"
+                       r"(?:def|class|function|fn|func|interface|impl|struct|trait)\b")
+STOP = frozenset(keyword.kwlist) | frozenset(
+    "self cls this None True False true false null undefined new return const let var function int str list dict "
+    "set tuple len range print bool float object string void char auto".split())
+
+
+@dataclass(frozen=True)
+class Choice:
+    snippets: list[Snippet]
+    tokens: int
+
+
+class Selector:
+    """Per session: caches of token counts and window identifier sets (bounded)."""
+
+    def __init__(self, index: WorkspaceIndex) -> None:
+        self.index = index
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._used: dict[str, tuple[tuple[int, int], list[tuple[str, Definition]]]] = {}
+        self._rel: dict[str, str] = {}
+        self._choices: OrderedDict[tuple, Choice] = OrderedDict()
+        self._heads: dict[str, tuple[str, dict[str, Import]]] = {}
+        self._windows: OrderedDict[tuple[str, int], list[tuple[int, frozenset[str]]]] = OrderedDict()
+
+    def count(self, text: str, encode: Encode) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = len(encode(text))
+            while len(self._counts) > 4096:
+                self._counts.popitem(last=False)
+        return n
+
+    def relpath(self, path: str) -> str:
+        got = self._rel.get(path)
+        if got is None:
+            got = next((Path(path).relative_to(r).as_posix() for r in self.index.roots
+                        if Path(path).is_relative_to(r)), Path(path).name)
+            if len(self._rel) > 4096:
+                self._rel.clear()
+            self._rel[path] = got
+        return got
+
+    # -- candidates ---------------------------------------------------------------------------------------------
+
+    def _uses(self, path: str, text: str, binds: dict[str, Import]) -> list[tuple[str, Definition]]:
+        """Definitions of other files that `text` names through its imports (`f` from `from m import f`,
+        `mod.g` through `import m as mod`), most often named first; cached per file and size (USES_CHARS)."""
+        key = (len(text) // USES_CHARS, len(binds))
+        got = self._used.get(path)
+        if got is not None and got[0] == key:
+            return got[1]
+        counts: dict[str, int] = {}
+        for m in _IDENT.finditer(text, 0, USES_SCAN):  # a huge file: its head (a keystroke may pay for a miss)
+            parts = m.group().split(".")
+            for n in (1, 2):  # `f` and `mod.g` (a deeper chain: its first two parts)
+                if len(parts) >= n and parts[0] in binds:
+                    k = ".".join(parts[:n])
+                    counts[k] = counts.get(k, 0) + 1
+        out: list[tuple[str, Definition]] = []
+        for name, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:USES_MAX]:
+            out += [(f, d) for f, d, why in self.resolve(path, name, binds) if why == "import"]
+        self._used[path] = (key, out)
+        while len(self._used) > 64:
+            self._used.pop(next(iter(self._used)))
+        return out
+
+    def _def_snippet(self, path: str, d: Definition, why: str, members: bool = True) -> Snippet:
+        entry = self.index.entry(path)
+        members = self.index.members(path, d.name) if d.kind == "class" and members else []
+        return Snippet(self.relpath(path), d.line, render(d, entry.key if entry else "python", members),
+                       entry.key if entry else "python", why)
+
+    def binds(self, path: str, text: str) -> dict[str, Import]:
+        """The names `path`'s imports bind: from the index, else (a file it has not reached, an unsaved one) parsed
+        from the head of `text` (imports sit there; the parse is bounded by HEAD_CHARS), cached per head."""
+        entry = self.index.entry(path)
+        if entry is not None:
+            return {i.local: i for i in entry.imports}
+        head = text[:HEAD_CHARS]
+        got = self._heads.get(path)
+        if got is None or got[0] != head:
+            key = EXTENSIONS.get(Path(path).suffix)
+            long_line = any(len(line) > MAX_LINE_CHARS for line in head.split("\n"))  # never natively parsed
+            p = parser(key) if key and not long_line else None
+            data = head.encode("utf-8", "surrogatepass")
+            found = imports(p.parse(data), key, data) if p is not None else []
+            got = self._heads[path] = (head, {i.local: i for i in found})
+            while len(self._heads) > 64:
+                self._heads.pop(next(iter(self._heads)))
+        return got[1]
+
+    def resolve(self, path: str, name: str, binds: dict[str, Import]) -> list[tuple[str, Definition, str]]:
+        """(file, definition, why) for a dotted name used in `path`."""
+        entry = self.index.entry(path)
+        parts = name.split(".")
+        for n in range(len(parts), 0, -1):  # the longest bound prefix: `import a.b` binds "a.b"
+            imp = binds.get(".".join(parts[:n]))
+            if imp is None:
+                continue
+            rest = parts[n:]
+            files = self.index.module_files(imp.module, path)
+            if imp.name and imp.name != "default":  # a default import: its module's listing
+                found = [(f, d) for f in files for d in self.index.defined_in(f, imp.name)]
+                if not found:  # `from pkg import mod`: a module
+                    files = self.index.module_files(f"{imp.module.rstrip('.')}.{imp.name}" if
+                                                    not imp.module.endswith(".") else imp.module + imp.name, path)
+                else:
+                    out = [(f, d, "import") for f, d in found]
+                    if rest and found[0][1].kind == "class":
+                        out += [(f, m, "import") for f, d in found for m in self.index.members(f, d.name)
+                                if m.name == rest[0]]
+                    return out
+            if rest:
+                return [(f, d, "import") for f in files for d in self.index.defined_in(f, rest[0])]
+            # the module itself (`mod.` typed, the member not yet): its first top-level functions and classes
+            return [(f, d, "module") for f in files[:1] for d in self.index.top(f)[:MODULE_DEFS]]
+        head = parts[0]
+        if head in STOP or (entry is not None and self.index.defines(path, head)):
+            return []
+        where = [(f, d) for f, d in self.index.by_name.get(head, ()) if not d.parent and f != path]
+        if not where or len({f for f, _ in where}) > FALLBACK_FILES:
+            return []
+        return [(f, d, "name") for f, d in where]
+
+    def _similar(self, here: str, near: frozenset[str], others: list[tuple[str, int, str]]) -> list[Snippet]:
+        scored = []
+        for path, version, text in others:
+            if path == here:
+                continue
+            key = (path, version)
+            wins = self._windows.get(key)
+            if wins is None:
+                lines = text.splitlines()
+                wins = [(i, frozenset(_WORD.findall("\n".join(lines[i:i + WINDOW]))))
+                        for i in range(0, max(len(lines) - WINDOW // 2, 1), WINDOW_STEP)][:MAX_WINDOWS]
+                self._windows[key] = wins
+                while len(self._windows) > 64:
+                    self._windows.popitem(last=False)
+            for i, ids in wins:
+                union = len(ids | near)
+                j = len(ids & near) / union if union else 0.0
+                if j >= MIN_JACCARD:
+                    scored.append((j, path, i, text))
+        scored.sort(key=lambda x: -x[0])
+        out = []
+        for _, path, i, text in scored[:SIMILAR_MAX]:
+            lines = text.splitlines()[i:i + WINDOW]
+            out.append(Snippet(self.relpath(path), i, "\n".join(lines), _key_of(path), "similar"))
+        return out
+
+    # -- the choice ---------------------------------------------------------------------------------------------
+
+    def select(self, path: str, text: str, offset: int, budget: int, encode: Encode,
+               others: list[tuple[str, int, str]] = ()) -> Choice:
+        """Snippets for a hole at `offset` of `text` (the file at `path`) worth at most `budget` tokens; `others`:
+        (path, version, text) of open documents for similar windows."""
+        if budget <= 0:
+            return Choice([], 0)
+        names = neighbourhood(text, offset)
+        binds = self.binds(path, text)
+        uses = self._uses(path, text, binds)
+        line_start = text.rfind("\n", 0, offset) + 1
+        near = frozenset(_WORD.findall(text, max(0, line_start - 2000), line_start)) - STOP  # stable on a line
+        key = (path, tuple(names), budget, id(uses), self.index.generation, near,
+               tuple((p, v) for p, v, _ in others))
+        got = self._choices.get(key)
+        if got is not None:  # the same inputs (typing inside a word, a repeated request): the same choice
+            return got
+        seen: set[tuple[str, int]] = set()
+        ranked: list[Snippet] = []
+        classes: set[tuple[str, str]] = set()
+        for name in names:
+            for f, d, why in self.resolve(path, name, binds):
+                if (f, d.line) in seen or (f, d.parent) in classes:
+                    continue
+                seen.add((f, d.line))
+                if d.kind == "class":
+                    classes.add((f, d.name))
+                ranked.append(self._def_snippet(f, d, why))
+        for f, d in uses:  # what the file uses from other files, most used first, as short stubs
+            if (f, d.line) not in seen and (f, d.parent) not in classes:
+                seen.add((f, d.line))
+                ranked.append(self._def_snippet(f, d, "used", members=False))
+        order = {"import": 0, "name": 1, "used": 2, "module": 3}
+        ranked.sort(key=lambda s: order.get(s.why, 4))  # stable: imports first, each group nearest first
+        ranked += self._similar(path, near, list(others))
+        chosen, used = [], 0
+        for s in ranked:
+            n = self.count(s.text, encode) + 8  # + its share of headers and separators
+            if used + n <= budget:
+                chosen.append(s)
+                used += n
+        self._choices[key] = choice = Choice(chosen, used)
+        while len(self._choices) > 64:
+            self._choices.popitem(last=False)
+        return choice
+
+
+def neighbourhood(text: str, offset: int) -> list[str]:
+    """Dotted identifiers near `offset`, nearest first, then those of enclosing signatures; no duplicates."""
+    start = offset
+    for _ in range(NEAR_BEFORE):
+        start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start > 0 else 0
+    end = offset
+    for _ in range(NEAR_AFTER + 1):
+        nl = text.find("\n", end + 1)
+        end = len(text) if nl < 0 else nl
+    found: dict[str, int] = {}
+    for m in _IDENT.finditer(text, start, end):
+        name = m.group()
+        if m.start() < offset <= m.end():  # the word being typed: only its complete part (stable per keystroke)
+            name = name[: offset - m.start()].rpartition(".")[0]
+            if not name:
+                continue
+        dist = abs(m.start() - offset) if m.start() < offset else 2 * (m.start() - offset)
+        if name not in found or dist < found[name]:
+            found[name] = dist
+    # enclosing signatures: lines above with less indentation that open a definition
+    line_start = text.rfind("\n", 0, offset) + 1
+    indent = len(text[line_start:offset]) - len(text[line_start:offset].lstrip())
+    pos, scanned = line_start, 0
+    while pos > 0 and scanned < SCOPE_SCAN and indent > 0:
+        prev = text.rfind("\n", 0, pos - 1) + 1
+        line = text[prev:pos]
+        scanned += 1
+        pos = prev
+        lead = len(line) - len(line.lstrip())
+        if line.strip() and lead < indent and _DEF_LINE.match(line):
+            indent = lead
+            for m in _IDENT.finditer(line):
+                found.setdefault(m.group(), 10_000 + scanned)
+    return [n for n, _ in sorted(found.items(), key=lambda x: x[1]) if n.split(".")[0] not in STOP]
+
+
+def _key_of(path: str) -> str:
+    return EXTENSIONS.get(Path(path).suffix, "python")
