@@ -152,7 +152,7 @@ async def start_lsp(init: dict) -> Client:
     client = Client()
     await client.start_io(sys.executable, "-m", "dg_lsp", env=child_env())
     await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities(),
-                                                     initialization_options=init))
+                                                     initialization_options={"minConfidence": 0, **init}))
     client.initialized(T.InitializedParams())
     await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
     if client.statuses[-1]["state"] != "ready":
