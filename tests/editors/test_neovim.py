@@ -159,7 +159,8 @@ def test_help_tags(tmp_path):
     try:
         ed.lua("vim.opt.rtp:prepend(...)", str(tmp_path))
         ed.nvim.command(f"helptags {tmp_path / 'doc'}")
-        for tag in ("dg", "dg-setup", ":DgRewrite", ":DgFill", ":DgToggle", ":DgStatus", "dg.statusline()"):
+        for tag in ("dg", "dg-setup", ":DgRewrite", ":DgFill", ":DgApplyAnyway", ":DgToggle", ":DgStatus",
+                    "dg.statusline()"):
             ed.nvim.command(f"help {tag}")
             assert ed.nvim.current.buffer.name.endswith("dg.txt")
             ed.nvim.command("helpclose")
@@ -576,6 +577,25 @@ def test_real_fill_command_is_one_undo_step(editor, model):
     assert editor.lines()[:2] == before[:2]
     editor.nvim.input("u")
     wait_for(lambda: editor.lines() == before, 5, "one undo to restore")
+
+
+def test_real_a_withheld_fill_edits_nothing_and_apply_anyway_applies_it(editor, model):
+    """Above any confidence (gate 1.0): :DgFill edits nothing and says why with the confidence; :DgApplyAnyway sends
+    the same command with force and the fill lands, one undo step."""
+    start_real(editor, model, name="notes.txt", text=NOTES, minConfidence=1.0)
+    before = editor.lines()
+    editor.nvim.command("normal! 3G$")
+    editor.nvim.command("DgFill")
+    wait_for(lambda: "withheld" in editor.messages(), REAL_FILL_S, "the gate's warning")
+    assert re.search(r"dg: dg\.fillHole withheld: confidence 0\.\d\d is below minConfidence 1\.00", editor.messages())
+    assert editor.lines() == before
+    editor.nvim.command("DgApplyAnyway")
+    wait_for(lambda: editor.lines() != before, REAL_FILL_S, "the forced fill")
+    assert editor.lines()[:2] == before[:2]
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == before, 5, "one undo to restore")
+    editor.nvim.command("DgApplyAnyway")  # nothing is withheld any more
+    wait_for(lambda: "no fill was withheld" in editor.messages(), 5, "the message")
 
 
 def test_real_leaving_insert_mode_cancels_the_request(editor, model):

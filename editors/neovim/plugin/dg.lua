@@ -29,6 +29,9 @@ end, {
   nargs = "*",
   desc = "dg: rewrite the selected lines, following the optional instruction (! lets the server widen)",
 })
+command("DgApplyAnyway", function()
+  run("apply_anyway")
+end, { desc = "dg: apply the fill or rewrite the confidence gate last withheld" })
 command("DgToggle", function()
   run("toggle")
 end, { desc = "dg: turn inline completion on/off" })

@@ -19,17 +19,40 @@ local function line_text(bufnr, row)
   return api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ""
 end
 
+--- The last command the server's confidence gate withheld ({client, bufnr, command, argument}), for
+--- :DgApplyAnyway; its argument carries the buffer's version, so a changed buffer is refused.
+local withheld = nil
+
 --- workspace/executeCommand `command` with one argument; the server edits the buffer itself
 --- through workspace/applyEdit, so only a refusal or an error needs a message.
 local function execute(client, bufnr, command, argument)
   local params = { command = command, arguments = { argument } }
+  local version = vim.lsp.util.buf_versions[bufnr]
   client:request("workspace/executeCommand", params, function(err, result)
     if err then
       vim.notify(("dg: %s failed: %s"):format(command, err.message or vim.inspect(err)), ERROR)
+    elseif type(result) == "table" and result.applied == false and result.reason == "low confidence" then
+      local again = vim.deepcopy(argument)
+      again.textDocument.version, again.force = version, true
+      withheld = { client = client, bufnr = bufnr, command = command, argument = again }
+      vim.notify(("dg: %s withheld: confidence %.2f is below minConfidence %.2f (:DgApplyAnyway applies it)")
+        :format(command, result.confidence or 0, result.minConfidence or 0), WARN)
     elseif type(result) == "table" and result.applied == false then
       vim.notify(("dg: %s not applied: %s"):format(command, result.reason or "no reason given"), WARN)
     end
   end, bufnr)
+end
+
+--- :DgApplyAnyway: run the command the confidence gate last withheld again, with force (the same inputs give
+--- the same fill); refused by the server if the buffer changed since.
+function M.apply_anyway()
+  if not withheld then
+    vim.notify("dg: no fill was withheld", INFO)
+    return
+  end
+  local w = withheld
+  withheld = nil
+  execute(w.client, w.bufnr, w.command, w.argument)
 end
 
 --- :DgFill: fill the hole at the cursor.

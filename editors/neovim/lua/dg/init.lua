@@ -180,6 +180,10 @@ function M.status()
   require("dg.commands").show_status(M.enabled, M.config ~= nil and M.config.drafts)
 end
 
+function M.apply_anyway()
+  require("dg.commands").apply_anyway()
+end
+
 M.accept = function()
   return require("dg.inline").accept()
 end
