@@ -7,6 +7,7 @@ import {
   SERVER_COMMANDS,
   CommandResult,
   ExecuteCommandParams,
+  LOW_CONFIDENCE,
   LspPosition,
   LspRange,
   fillHoleParams,
@@ -15,6 +16,7 @@ import {
   parseCommandResult,
   resultMessage,
   rewriteSelectionParams,
+  withForce,
 } from "./requests";
 
 /** The active editor, already converted to LSP coordinates (UTF-16, like VS Code itself). */
@@ -36,6 +38,8 @@ export interface CommandDeps {
   withProgress<T>(title: string, task: (token: Token) => Promise<T>): Promise<T>;
   info(message: string): void;
   error(message: string): void;
+  /** Shows `message` with a button `action`; true when the user pressed it. */
+  offer(message: string, action: string): Promise<boolean>;
   /** True for the error the client raises when the user cancelled the request. */
   isCancellation(err: unknown): boolean;
   /** Asks for the rewrite's instruction: the text typed ("" for none), or undefined when the user cancelled. */
@@ -43,6 +47,9 @@ export interface CommandDeps {
   /** The active editor now (the input box stays open while the user looks around, so it may have changed). */
   activeEditor(): EditorSnapshot | undefined;
 }
+
+/** The button on a message about a fill the server's confidence gate withheld. */
+export const APPLY_ANYWAY = "Apply anyway";
 
 /** The input box of "Dg: Rewrite Selection…"; extension.ts hands these to window.showInputBox. */
 export const INSTRUCTION_INPUT = {
@@ -131,6 +138,12 @@ async function run(
   try {
     const result = parseCommandResult(await deps.withProgress(title, (token) => deps.execute(params, token)));
     const message = resultMessage(what, result);
+    if (message && result.reason === LOW_CONFIDENCE && !params.arguments.some((a) => (a as { force?: boolean }).force)) {
+      // The gate withheld it: the same command with force applies the same fill (the server refuses it if the
+      // document changed meanwhile).
+      if (await deps.offer(message, APPLY_ANYWAY)) return run(deps, what, title, withForce(params));
+      return result;
+    }
     if (message) deps.info(message);
     return result;
   } catch (err) {

@@ -222,6 +222,7 @@ export class DgExtension implements vscode.Disposable {
         ),
       info: (m) => void vscode.window.showInformationMessage(m),
       error: (m) => void vscode.window.showErrorMessage(m),
+      offer: async (m, action) => (await vscode.window.showInformationMessage(m, action)) === action,
       isCancellation: (err) =>
         err instanceof vscode.CancellationError ||
         (err instanceof ResponseError &&

@@ -30,7 +30,13 @@ export interface CommandResult {
   applied: boolean;
   reason: string | null;
   latencyMs: number | null;
+  /** The fill's confidence and the gate it missed, when the server's confidence gate withheld it. */
+  confidence?: number;
+  minConfidence?: number;
 }
+
+/** The reason the server gives when its confidence gate withheld a command's fill (docs/PROTOCOL.md). */
+export const LOW_CONFIDENCE = "low confidence";
 
 /**
  * Rewrites exactly `range` (widen=false) or the smallest syntax node around it (widen=true). A non-empty
@@ -82,16 +88,29 @@ export function parseCommandResult(raw: unknown): CommandResult {
     return { applied: false, reason: "the server returned no result", latencyMs: null };
   }
   const r = raw as Record<string, unknown>;
-  return {
+  const out: CommandResult = {
     applied: r.applied === true,
     reason: typeof r.reason === "string" ? r.reason : null,
     latencyMs: typeof r.latencyMs === "number" ? r.latencyMs : null,
   };
+  if (typeof r.confidence === "number") out.confidence = r.confidence;
+  if (typeof r.minConfidence === "number") out.minConfidence = r.minConfidence;
+  return out;
+}
+
+/** The same command with force: true, which applies a fill the confidence gate withheld. */
+export function withForce(params: ExecuteCommandParams): ExecuteCommandParams {
+  const [first, ...rest] = params.arguments;
+  return { command: params.command, arguments: [{ ...(first as Record<string, unknown>), force: true }, ...rest] };
 }
 
 /** The message to show after a command, or undefined when the edit landed (the text change speaks). */
 export function resultMessage(what: "rewrite" | "fill", result: CommandResult): string | undefined {
   if (result.applied) return undefined;
+  if (result.reason === LOW_CONFIDENCE && result.confidence !== undefined) {
+    const gate = result.minConfidence !== undefined ? ` is below minConfidence ${result.minConfidence.toFixed(2)}` : "";
+    return `Dg: ${what} withheld: confidence ${result.confidence.toFixed(2)}${gate}`;
+  }
   const reason = result.reason ?? "no reason given";
   return `Dg: ${what} not applied: ${reason}`;
 }

@@ -145,6 +145,7 @@ const FILES = {
   "action.py": "def total(xs):\n    s = sum(xs)\n    return s\n",
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
   "instruct.py": "def load(url):\n    data = fetch(url)\n    return data\n",
+  "gate.py": "def square(x):\n    \n\n\nprint(square(3))\n",
   "gguf.py": "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math.\n",
 };
 
@@ -448,6 +449,41 @@ async function toggleOffAndOn(page) {
   await page.keyboard.press("Escape");
 }
 
+async function withheldThenApplyAnyway(page, ctx) {
+  // A gate above any confidence (workspace dg.minConfidence 1): Dg: Fill Hole edits nothing and says why, with an
+  // "Apply anyway" button that sends the same command with force; the fill then lands as one undo step.
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  const statusAt = await page.evaluate(() => window.__dgStatus.length);
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.minConfidence": 1 }, null, 2));
+  await page.waitForTimeout(1500); // the configuration change reaches the server (no reload: not a model setting)
+  try {
+    await openFile(page, "gate.py");
+    const before = FILES["gate.py"];
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("End");
+    await runCommand(page, "Dg: Fill Hole");
+    const toast = page.locator(".notifications-toasts .notification-list-item", { hasText: "withheld" });
+    await toast.first().waitFor({ timeout: FILL_TIMEOUT });
+    const text = await toast.first().textContent();
+    if (!/Dg: fill withheld: confidence 0\.\d\d is below minConfidence 1\.00/.test(text)) throw new Error(`unclear: ${text}`);
+    if ((await page.locator(".tab.active.dirty").count()) > 0) throw new Error("the text changed below the gate");
+    await toast.first().locator(".monaco-button", { hasText: "Apply anyway" }).click();
+    await waitForEdit(page, "the fill applied anyway");
+    const after = await saveAndRead(page, ctx, "gate.py");
+    if (!after.startsWith("def square(x):\n") || !after.endsWith("\nprint(square(3))\n") || after === before) {
+      throw new Error(`the forced fill is not in the hole: ${JSON.stringify(after)}`);
+    }
+    await page.keyboard.press("Control+z");
+    const undone = await saveAndRead(page, ctx, "gate.py");
+    if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
+    log(`status while withheld: ${JSON.stringify(await page.evaluate((k) => window.__dgStatus.slice(k), statusAt))}`);
+  } finally {
+    writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({}, null, 2));
+    await page.waitForTimeout(1000);
+  }
+}
+
 async function ggufModelFills(page, ctx) {
   // The shipped model as a GGUF alone in a directory, named by the workspace's dg.modelPath: the server
   // reloads (loading -> ready) on the setting change.
@@ -565,10 +601,11 @@ async function main() {
       ["codeaction", "the server's 'Rewrite selection' code action (Ctrl+.) rewrites the selection", codeActionRewrite],
       ["instruct", "Dg: Rewrite Selection… sends an instruction; the fim model's refusal is shown, text unchanged", rewriteWithInstruction],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
+      ["withheld", "below dg.minConfidence Dg: Fill Hole edits nothing; 'Apply anyway' applies it, one undo", withheldThenApplyAnyway],
       ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key))
-      .filter(([key]) => key !== "gguf" || SERVER === "real");
+      .filter(([key]) => (key !== "gguf" && key !== "withheld") || SERVER === "real");
     for (const [i, [, name, fn]] of scenarios.entries()) {
       if (i > 0 && !results[0]) {
         skipped++;

@@ -195,6 +195,42 @@ test("the fim refusal of an instruction reaches the user as a notification", asy
   assert.deepEqual(S.messages.map((m) => [m.level, m.text]), [["info", `Dg: rewrite not applied: ${reason}`]]);
 });
 
+test("a fill the confidence gate withheld offers Apply anyway, which resends it with force", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 2, character: 4 }, end: { line: 2, character: 4 }, active: { line: 2, character: 4 } },
+  };
+  client.answer = async (params) =>
+    params.arguments[0].force
+      ? { applied: true, reason: null, latencyMs: 3 }
+      : { applied: false, reason: "low confidence", confidence: 0.7712, minConfidence: 0.9, latencyMs: 2 };
+  S.messageChoice = "Apply anyway";
+  const result = await vscode.commands.executeCommand("dg.fillHoleCommand");
+  assert.deepEqual(S.messages.map((m) => [m.level, m.text, m.items]), [
+    ["info", "Dg: fill withheld: confidence 0.77 is below minConfidence 0.90", ["Apply anyway"]],
+  ]);
+  assert.equal(client.requests.length, 2);
+  assert.equal(client.requests[0].params.arguments[0].force, undefined);
+  assert.deepEqual(client.requests[1].params.arguments[0], {
+    textDocument: { uri: "file:///w/a.py" }, position: { line: 2, character: 4 }, force: true,
+  });
+  assert.deepEqual(result, { applied: true, reason: null, latencyMs: 3 });
+});
+
+test("a withheld fill left alone sends nothing more", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 2, character: 4 }, end: { line: 2, character: 4 }, active: { line: 2, character: 4 } },
+  };
+  client.answer = async () => ({ applied: false, reason: "low confidence", confidence: 0.5, minConfidence: 0.9 });
+  S.messageChoice = undefined; // the notification was dismissed
+  const result = await vscode.commands.executeCommand("dg.fillHoleCommand");
+  assert.equal(client.requests.length, 1);
+  assert.equal(result.applied, false);
+});
+
 test("a cancelled rewrite shows nothing", async () => {
   const { client } = await activate();
   S.activeTextEditor = {
