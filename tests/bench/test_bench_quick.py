@@ -41,6 +41,8 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
                               "service_gone_status_ms_max"}),
     "service_loop": (["--quick"], {"chars", "rounds", "service_health_max_ms", "service_health_p50_ms", "health_polls",
                                    "health_failed", "requests"}),
+    "context": (["--quick"], {"holes", "recall", "precision_1024", "index_s", "index_mb", "overhead_p95_ms",
+                              "prefix_reuse"}),
     "gguf": (["--quick"], {"q4_k_m_bytes", "published_bytes", "kernel_max_rel_err", "dequantizer_max_rel_err",
                            "logit_rel_err", "load_s", "mixes", "fit_4090", "machine"}),
     "vllm_standin": (["--quick"], {"canvas_tokens_per_fill", "canvas_token_steps_per_fill",
