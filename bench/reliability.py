@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'phase':<12} {'what':<70} value")
     for phase, what, value in tally.rows:
         print(f"{phase:<12} {what:<70} {value}")
+    for crash in tally.crashed:
+        print(f"crash: {crash}")
     result = {"malformed_sent": malformed, "unanswered": tally.unanswered, "crashes": tally.crashes,
               "native_crashes": tally.native_crashes, "wrong_place_edits": wrong,
               "wrong_document_edits": wrong_document, "max_block_ms": round(max_block, 1),

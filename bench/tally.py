@@ -4,6 +4,7 @@ apart, table rows), and the server each phase starts."""
 from __future__ import annotations
 
 import signal
+import tempfile
 from typing import IO, Any
 
 from bench.rawlsp import RawServer
@@ -16,6 +17,7 @@ FILL_OPTIONS = {"debounceMs": 0, "minConfidence": 0}
 class Tally:
     def __init__(self) -> None:
         self.unanswered, self.crashes, self.native_crashes, self.rows = 0, 0, 0, []
+        self.crashed: list[str] = []  # what each crash was, with the end of its server's stderr
 
     def row(self, phase: str, what: str, value: Any) -> None:
         self.rows.append((phase, what, value))
@@ -45,16 +47,23 @@ class Tally:
         if not died and code == 0:
             return None
         self.crashes += 1
-        if code < 0:
-            self.native_crashes += 1
-            return signal.Signals(-code).name
-        return f"exit {code}"
+        what = signal.Signals(-code).name if code < 0 else f"exit {code}"
+        self.native_crashes += code < 0
+        log = getattr(server, "stderr_log", None)
+        tail = ""
+        if log is not None:
+            log.seek(0)
+            tail = log.read()[-1500:].decode("utf-8", "replace")
+        self.crashed.append(f"{what} (died by itself: {died}); stderr ends: {tail!r}")
+        return what
 
 
 def start(encoding: str = "utf-16", options: dict | None = None,
           stderr: IO[bytes] | int | None = None) -> RawServer:
     """A fresh `python -m dg_lsp` past `initialized`, speaking `encoding`; `options` are its initializationOptions."""
-    server = RawServer() if stderr is None else RawServer(stderr=stderr)
+    log = tempfile.TemporaryFile() if stderr is None else None  # read back if the server crashes
+    server = RawServer(stderr=log if stderr is None else stderr)
+    server.stderr_log = log
     result = server.initialize({"general": {"positionEncodings": [encoding]}, "workspace": {"applyEdit": True}},
                                options, initialized=True)
     got = result["capabilities"].get("positionEncoding")
