@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-8",), big_texts(QUICK_BIG_BYTES)[:1]
-        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 300_000, 0.5
+        long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 300_000, 1.5
     else:
         malformed_n, fuzz_n, trials, encodings, bigs = 1100, 400, 3, ENCODINGS, big_texts(BIG_BYTES)
         long_cases = [(lang, shape) for lang in LANGS for shape in SHAPES]
