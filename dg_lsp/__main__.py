@@ -6,17 +6,25 @@ stdout belongs to the LSP stream, so every log line goes to stderr. Exit codes: 
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import logging
 import os
 import sys
-from pathlib import Path
 
-from dg_lsp.memory import use_system_allocator
-from dg_lsp.sched import short_slice
-from dg_lsp.tcp import parse_host_port, required_token, serve_tcp
+# `python -m dg_lsp` puts the working directory first on sys.path, and an editor starts the server in the user's
+# project: a project file named like a module the server imports (gguf.py, json.py, torch.py) would be imported in
+# its place. Drop it, unless it is where this package lives (a checkout run in place).
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd() != os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from dg_lsp.memory import use_system_allocator  # noqa: E402
+from dg_lsp.sched import short_slice  # noqa: E402
+from dg_lsp.tcp import parse_host_port, required_token, serve_tcp  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
