@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from lsprotocol import types as T
 
 from bench.common import emit, median, percentile, pick_model
 from bench.lsp_latency import Client, pick_file, places, wait_for
+from bench.service import child_env, start_lsp, stop_lsp
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "google/diffusiongemma-26B-A4B-it"  # what the stand-in calls its model (any id works)
@@ -118,11 +118,6 @@ def serve(model: Path | None, port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def child_env() -> dict[str, str]:
-    return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-
-
 def start_standin(model: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -147,24 +142,6 @@ def standin_log(url: str) -> list[dict]:
 
 
 # -- the measurement ------------------------------------------------------------------------------------------------
-
-async def start_lsp(init: dict) -> Client:
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", env=child_env())
-    await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities(),
-                                                     initialization_options={"minConfidence": 0, **init}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].get('message')}")
-    return client
-
-
-async def stop_lsp(client: Client) -> None:
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
-
 
 async def retype(client: Client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
     """At one spot: delete the line's last characters (untimed), retype them a keystroke at a time, each followed

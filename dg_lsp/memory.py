@@ -19,8 +19,8 @@ import sys
 from collections.abc import Sequence
 
 ALLOCATOR = "malloc"
-TRIM_AFTER_S = 1.0
-MMAP_THRESHOLD = 128 * 1024  # glibc's default start value, kept fixed (see use_system_allocator)  # after the last didClose, this long without another before the trim
+TRIM_AFTER_S = 1.0  # after the last didClose, this long without another before the trim
+MMAP_THRESHOLD = 128 * 1024  # glibc's default start value, kept fixed (see use_system_allocator)
 
 
 def use_system_allocator(argv: Sequence[str]) -> None:

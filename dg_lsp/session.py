@@ -94,6 +94,7 @@ class DgServer(LanguageServer):
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
         self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
         self._trim: asyncio.TimerHandle | None = None  # the pending release_memory_soon
+        self._calibrated: tuple[InfillBackend | None, float] | None = None  # (backend, its calibrated gate)
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
         # its code action offers to run it again with force (dg_lsp.handlers.commands)
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
@@ -128,10 +129,12 @@ class DgServer(LanguageServer):
         if self.settings.min_confidence is not None:
             return float(self.settings.min_confidence)
         backend = self.worker.engine
-        entry = backend.settings_in_force().get("min_confidence") if backend is not None else None
-        value = entry.get("value") if isinstance(entry, dict) else None
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return float(value) if ok else UNCALIBRATED_MIN_CONFIDENCE
+        if self._calibrated is None or self._calibrated[0] is not backend:  # read once per loaded backend
+            entry = backend.settings_in_force().get("min_confidence") if backend is not None else None
+            value = entry.get("value") if isinstance(entry, dict) else None
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            self._calibrated = (backend, float(value) if ok else UNCALIBRATED_MIN_CONFIDENCE)
+        return self._calibrated[1]
 
     def state(self) -> str:
         return "disabled" if not self.settings.enabled else self.worker.state

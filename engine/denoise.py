@@ -89,8 +89,8 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, voca
     logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
     # The argmax token's probability at temperature 1 (the sampling temperature sharpens the last steps to ~1.0
     # everywhere): read before the vocabulary pass, which may overwrite `logits` with its probabilities.
-    capped = model.softcap(logits)  # (C, V) fp32
-    prob = (capped.amax(-1) - torch.logsumexp(capped, -1)).exp()  # (C,)
+    # softcap is monotone: the capped maximum is the cap of the raw one (no second pass over the capped logits)
+    prob = (model.softcap(logits.amax(-1)) - torch.logsumexp(model.softcap(logits), -1)).exp()  # (C,)
     temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
     out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
                      rng.step_seeds(st.key, st.step, rng.SAMPLE, c))

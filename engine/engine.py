@@ -282,7 +282,7 @@ class Engine:
                         run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
                     host = run.step()
                 stopped = bool(host[length + 1])
-                yield host[:length], host[length], stopped, run.argmax, [p / PROB_SCALE for p in host[length + 2:]]
+                yield host[:length], host[length], stopped, run.argmax, host[length + 2:]
                 if stopped:
                     return
         finally:
@@ -344,7 +344,7 @@ class Engine:
                 break
             out.extend(ids)
             # the end of the fill is a prediction too: an end of canvas (eos) counts with the tokens before it
-            probs.extend(token_probs[:len(ids) + (1 if hit_eos else 0)])
+            probs.extend(p / PROB_SCALE for p in token_probs[:len(ids) + (1 if hit_eos else 0)])
             if hit_eos or c == max_canvases - 1:
                 break
             te = time.perf_counter()

@@ -15,8 +15,9 @@ from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
 
 # What a denoising loop yields after each step: (argmax canvas ids, tokens accepted, stopped, the argmax canvas on
-# the device, each argmax token's probability at temperature 1), all but the device canvas from one host read.
-StepOut = tuple[list[int], int, bool, Callable[[], torch.Tensor], list[float]]
+# the device, each argmax token's probability at temperature 1 in units of 1/PROB_SCALE), all but the device canvas
+# from one host read. Only a canvas's last step's probabilities are used: the caller scales those.
+StepOut = tuple[list[int], int, bool, Callable[[], torch.Tensor], list[int]]
 
 if TYPE_CHECKING:
     from engine.engine import SampleSettings
@@ -55,7 +56,6 @@ def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: 
             prob = (logits[0].amax(-1) - torch.logsumexp(logits[0], -1)).exp()  # (C,) at temperature 1
             host = torch.cat([argmax[0], accepted.sum()[None], stopped.long(), (prob * PROB_SCALE).round().long()
                               ]).tolist()
-        probs = [p / PROB_SCALE for p in host[length + 2:]]
-        yield host[:length], host[length], bool(host[length + 1]), argmax.clone, probs
+        yield host[:length], host[length], bool(host[length + 1]), argmax.clone, host[length + 2:]
         if host[length + 1]:
             return
