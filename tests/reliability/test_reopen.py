@@ -81,10 +81,13 @@ def test_a_code_action_made_for_an_earlier_open_is_refused(start_server):
     assert srv.applied == []
 
 
-def test_a_bad_document_open_argument_is_invalid_params(start_server):
+def test_a_bad_document_open_or_force_argument_is_invalid_params(start_server):
     srv = start_server(SETTINGS)
     uri = "file:///bad.txt"
     srv.open(uri, OLD)
-    error = srv.call("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
-        {"textDocument": {"uri": uri}, "position": pos(0, 0), "documentOpen": "1"}]})["error"]
-    assert error["code"] == -32602 and "documentOpen" in error["message"]
+    for key, value in (("documentOpen", "1"), ("documentOpen", -1), ("force", "yes"), ("force", 1)):
+        error = srv.call("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
+            {"textDocument": {"uri": uri}, "position": pos(0, 0), key: value}]})["error"]
+        assert error["code"] == -32602 and key in error["message"], (key, value, error)
+    assert srv.call("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
+        {"textDocument": {"uri": uri}, "position": pos(0, 0)}]})["result"]["applied"] in (True, False)  # still answers
