@@ -163,7 +163,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                       prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3),
                       cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
                       cross_file_tokens=prompt.cross_file_tokens)
-    init_ids = seed_ids(hole, fmt.name, policy, backend, prompt)
+    init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
     key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
                                        SEED, prompt.max_canvases),
            None if init_ids is None else (tuple(init_ids), policy.seed_noise))
@@ -222,13 +222,14 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
     return FillOutcome(fill, reason, stats, withheld)
 
 
-def seed_ids(hole: Hole, fmt_name: str, policy: Policy, backend: InfillBackend, prompt: Prompt) -> list[int] | None:
+def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], list[int]],
+             prompt: Prompt) -> list[int] | None:
     """The seed canvas of a rewrite (setting rewriteFromSelection): the selection's own token ids, which a FIM
     checkpoint's canvas holds as they are (its answer is the middle itself); cut to what the canvases hold. None
     for other fills, and for chat checkpoints (their answer is wrapped; dg.rewriteSelection refuses them first)."""
     if policy.seed_noise is None or hole.kind != "selection" or fmt_name != "fim":
         return None
-    return backend.encode(hole.replaced)[: prompt.canvas_length * prompt.max_canvases]
+    return list(encode(hole.replaced))[: prompt.canvas_length * prompt.max_canvases]  # the prompt's memo encoder
 
 
 async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
