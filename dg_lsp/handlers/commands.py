@@ -207,7 +207,10 @@ def withheld(ls: DgServer, snap: Snapshot, start: int, end: int, rewrite: bool, 
     ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=(
         f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply it "
         f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here.")))
-    return {**result, "confidence": round(confidence, 4), "minConfidence": gate}
+    # the document it was computed for: a client that resends the command with force adds these, so an "apply
+    # anyway" after an edit or a reopen is refused ("document changed") instead of landing at stale positions
+    return {**result, "confidence": round(confidence, 4), "minConfidence": gate, "version": snap.version,
+            "documentOpen": snap.opened}
 
 
 def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:

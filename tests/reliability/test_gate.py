@@ -46,6 +46,7 @@ def test_a_withheld_command_edits_nothing_says_why_and_can_be_applied_anyway(sta
     result = srv.call("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [fill]})["result"]
     assert result["applied"] is False and result["reason"] == "low confidence", result
     assert 0.0 <= result["confidence"] < 1.0 and result["minConfidence"] == 1.0
+    assert result["version"] == 1 and isinstance(result["documentOpen"], int)  # what a resend pins itself to
     assert srv.applied == []
     shown = srv.until(lambda m: m.get("method") == "window/showMessage" and "withheld" in m["params"]["message"])
     assert "Fill hole anyway" in shown["params"]["message"]

@@ -141,7 +141,7 @@ async function run(
     if (message && result.reason === LOW_CONFIDENCE && !params.arguments.some((a) => (a as { force?: boolean }).force)) {
       // The gate withheld it: the same command with force applies the same fill (the server refuses it if the
       // document changed meanwhile).
-      if (await deps.offer(message, APPLY_ANYWAY)) return run(deps, what, title, withForce(params));
+      if (await deps.offer(message, APPLY_ANYWAY)) return run(deps, what, title, withForce(params, result));
       return result;
     }
     if (message) deps.info(message);

@@ -33,6 +33,9 @@ export interface CommandResult {
   /** The fill's confidence and the gate it missed, when the server's confidence gate withheld it. */
   confidence?: number;
   minConfidence?: number;
+  /** The document (version and open) a withheld fill was computed for, to resend with force. */
+  version?: number;
+  documentOpen?: number;
 }
 
 /** The reason the server gives when its confidence gate withheld a command's fill (docs/PROTOCOL.md). */
@@ -95,13 +98,23 @@ export function parseCommandResult(raw: unknown): CommandResult {
   };
   if (typeof r.confidence === "number") out.confidence = r.confidence;
   if (typeof r.minConfidence === "number") out.minConfidence = r.minConfidence;
+  if (typeof r.version === "number") out.version = r.version;
+  if (typeof r.documentOpen === "number") out.documentOpen = r.documentOpen;
   return out;
 }
 
-/** The same command with force: true, which applies a fill the confidence gate withheld. */
-export function withForce(params: ExecuteCommandParams): ExecuteCommandParams {
+/**
+ * The same command with force: true, which applies a fill the confidence gate withheld; pinned to the document
+ * (version, open) the withheld fill was computed for when the server said which, so an edit in between is refused.
+ */
+export function withForce(params: ExecuteCommandParams, withheld?: CommandResult): ExecuteCommandParams {
   const [first, ...rest] = params.arguments;
-  return { command: params.command, arguments: [{ ...(first as Record<string, unknown>), force: true }, ...rest] };
+  const arg: Record<string, unknown> = { ...(first as Record<string, unknown>), force: true };
+  if (withheld?.version !== undefined) {
+    arg.textDocument = { ...(arg.textDocument as Record<string, unknown>), version: withheld.version };
+  }
+  if (withheld?.documentOpen !== undefined) arg.documentOpen = withheld.documentOpen;
+  return { command: params.command, arguments: [arg, ...rest] };
 }
 
 /** The message to show after a command, or undefined when the edit landed (the text change speaks). */

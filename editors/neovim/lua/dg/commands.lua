@@ -33,7 +33,9 @@ local function execute(client, bufnr, command, argument)
       vim.notify(("dg: %s failed: %s"):format(command, err.message or vim.inspect(err)), ERROR)
     elseif type(result) == "table" and result.applied == false and result.reason == "low confidence" then
       local again = vim.deepcopy(argument)
-      again.textDocument.version, again.force = version, true
+      -- pinned to the document the fill was computed for (the server says which), so an edit or a reopen in
+      -- between is refused instead of landing at stale positions
+      again.textDocument.version, again.documentOpen, again.force = result.version or version, result.documentOpen, true
       withheld = { client = client, bufnr = bufnr, command = command, argument = again }
       vim.notify(("dg: %s withheld: confidence %.2f is below minConfidence %.2f (:DgApplyAnyway applies it)")
         :format(command, result.confidence or 0, result.minConfidence or 0), WARN)

@@ -218,6 +218,24 @@ test("a fill the confidence gate withheld offers Apply anyway, which resends it 
   assert.deepEqual(result, { applied: true, reason: null, latencyMs: 3 });
 });
 
+test("Apply anyway is pinned to the document version and open the withheld fill was computed for", async () => {
+  const { client } = await activate();
+  S.activeTextEditor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { start: { line: 1, character: 0 }, end: { line: 1, character: 0 }, active: { line: 1, character: 0 } },
+  };
+  client.answer = async (params) =>
+    params.arguments[0].force
+      ? { applied: false, reason: "document changed", latencyMs: 1 }
+      : { applied: false, reason: "low confidence", confidence: 0.4, minConfidence: 0.9, version: 7, documentOpen: 3 };
+  S.messageChoice = "Apply anyway";
+  await vscode.commands.executeCommand("dg.fillHoleCommand");
+  assert.deepEqual(client.requests[1].params.arguments[0], {
+    textDocument: { uri: "file:///w/a.py", version: 7 }, position: { line: 1, character: 0 }, force: true,
+    documentOpen: 3,
+  });
+});
+
 test("a withheld fill left alone sends nothing more", async () => {
   const { client } = await activate();
   S.activeTextEditor = {
