@@ -455,7 +455,9 @@ async function withheldThenApplyAnyway(page, ctx) {
   mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
   const statusAt = await page.evaluate(() => window.__dgStatus.length);
   writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.minConfidence": 1 }, null, 2));
-  await page.waitForTimeout(1500); // the configuration change reaches the server (no reload: not a model setting)
+  // The configuration change reaches the server (no reload: not a model setting). 1.5 s was too short once on a
+  // loaded machine (the fill landed instead of being withheld): wait longer.
+  await page.waitForTimeout(5000);
   try {
     await openFile(page, "gate.py");
     const before = FILES["gate.py"];
