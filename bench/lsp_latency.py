@@ -1,6 +1,6 @@
 """Editor latency through the real server over stdio: typing replayed on a ~5,000-line standard-library file.
 
-    python -m bench.lsp_latency [--model DIR] [--file PATH] [--quick] [--verbose]
+    python -m bench.lsp_latency [--model DIR] [--file PATH] [--quick] [--verbose] [--context [FOLDER]]
 
 Three measurements, one server process, a pygls client speaking LSP over the server's stdin/stdout:
 1. server overhead: for each keystroke (didChange + textDocument/inlineCompletion, debounce 0), the server's
@@ -39,6 +39,7 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
+from bench import context_overhead
 from bench.common import emit, median, percentile, pick_model
 from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
 from dg_lsp.trace import STAGES
@@ -129,7 +130,8 @@ async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str
                          "tree_fresh": stats.get("treeFresh"),
                          "engine_ms": stats.get("engineMs", 0.0), "server_ms": stats.get("serverMs"),
                          "reused": stats.get("reusedPrefixTokens", 0), "cached": stats.get("cached"),
-                         "canvas_ms": stats.get("canvasMs"), "post_ms": stats.get("postMs")})
+                         "canvas_ms": stats.get("canvasMs"), "post_ms": stats.get("postMs"),
+                         "index": (stats.get("crossFile") or {}).get("index")})
             if verbose:
                 print(rows[-1], file=sys.stderr)
     return rows
@@ -302,9 +304,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--file", type=Path, default=None, help="source file to type into (default: a stdlib module)")
     ap.add_argument("--quick", action="store_true", help="fewer keystrokes (seconds), for smoke tests")
     ap.add_argument("--verbose", action="store_true", help="print every keystroke's figures to stderr")
+    ap.add_argument("--context", type=Path, nargs="?", const=context_overhead.STDLIB, default=None, metavar="FOLDER",
+                    help="only the overhead with the workspace index on vs off, two servers side by side with FOLDER "
+                         "as their workspace (default: the standard library); see bench.context_overhead")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         model, label = pick_model(Path(tmp), args.model, tokenizer=True)
+        if args.context is not None:
+            result = {"model": label, **context_overhead.run(model, args.context, args.file, args.quick)}
+            emit(result)
+            return result
         result = asyncio.run(run(model, label, pick_file(args.file), args.quick, args.verbose))
     print(table(result))
     emit(result)

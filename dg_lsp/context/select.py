@@ -29,7 +29,7 @@ from dg_lsp.languages import parser
 
 Encode = Callable[[str], list[int]]
 NEAR_BEFORE, NEAR_AFTER = 12, 3
-SCOPE_SCAN = 200  # lines scanned back for enclosing signatures
+SCOPE_SCAN, SCOPE_CHARS = 200, 16384  # lines (and characters) scanned back for enclosing signatures
 FALLBACK_FILES = 3  # a name defined in more files than this is too common to guess
 WINDOW, WINDOW_STEP, MAX_WINDOWS = 30, 15, 400
 MIN_JACCARD = 0.2
@@ -63,6 +63,8 @@ class Selector:
         self._choices: OrderedDict[tuple, Choice] = OrderedDict()
         self._heads: dict[str, tuple[str, dict[str, Import]]] = {}
         self._windows: OrderedDict[tuple[str, int], list[tuple[int, frozenset[str]]]] = OrderedDict()
+        self._near: tuple[str, frozenset[str]] = ("", frozenset())  # the text above the last hole's line, its words
+        self._scope: list = []  # neighbourhood's last scan for enclosing signatures
 
     def count(self, text: str, encode: Encode) -> int:
         n = self._counts.get(text)
@@ -198,11 +200,14 @@ class Selector:
         (path, version, text) of open documents for similar windows."""
         if budget <= 0:
             return Choice([], 0)
-        names = neighbourhood(text, offset)
+        names = neighbourhood(text, offset, self._scope)
         binds = self.binds(path, text)
         uses = self._uses(path, text, binds)
         line_start = text.rfind("\n", 0, offset) + 1
-        near = frozenset(_WORD.findall(text, max(0, line_start - 2000), line_start)) - STOP  # stable on a line
+        above = text[max(0, line_start - 2000):line_start]
+        if self._near[0] != above:  # stable on a line: computed once per line typed on
+            self._near = (above, frozenset(_WORD.findall(above)) - STOP)
+        near = self._near[1]
         key = (path, tuple(names), budget, id(uses), self.index.generation, near,
                tuple((p, v) for p, v, _ in others))
         got = self._choices.get(key)
@@ -238,8 +243,10 @@ class Selector:
         return choice
 
 
-def neighbourhood(text: str, offset: int) -> list[str]:
-    """Dotted identifiers near `offset`, nearest first, then those of enclosing signatures; no duplicates."""
+def neighbourhood(text: str, offset: int, memo: list | None = None) -> list[str]:
+    """Dotted identifiers near `offset`, nearest first, then those of enclosing signatures; no duplicates. `memo`: a
+    one-slot list the caller keeps, holding the last enclosing-signature scan (the lines above the cursor's line do
+    not change while the user types on it)."""
     start = offset
     for _ in range(NEAR_BEFORE):
         start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start > 0 else 0
@@ -257,21 +264,35 @@ def neighbourhood(text: str, offset: int) -> list[str]:
         dist = abs(m.start() - offset) if m.start() < offset else 2 * (m.start() - offset)
         if name not in found or dist < found[name]:
             found[name] = dist
-    # enclosing signatures: lines above with less indentation that open a definition
     line_start = text.rfind("\n", 0, offset) + 1
     indent = len(text[line_start:offset]) - len(text[line_start:offset].lstrip())
-    pos, scanned = line_start, 0
+    above = text[max(0, line_start - SCOPE_CHARS):line_start]
+    if memo is not None and memo and memo[0][:2] == (indent, above):
+        scope = memo[0][2]
+    else:
+        scope = enclosing(above, indent)
+        if memo is not None:
+            memo[:] = [(indent, above, scope)]
+    for name, rank in scope:
+        found.setdefault(name, rank)
+    return [n for n, _ in sorted(found.items(), key=lambda x: x[1]) if n.split(".")[0] not in STOP]
+
+
+def enclosing(above: str, indent: int) -> list[tuple[str, int]]:
+    """Identifiers of the signatures enclosing a line indented by `indent` that follows `above` (lines above with
+    less indentation that open a definition, at most SCOPE_SCAN lines up), each with its rank (nearest first)."""
+    out: list[tuple[str, int]] = []
+    pos, scanned = len(above), 0
     while pos > 0 and scanned < SCOPE_SCAN and indent > 0:
-        prev = text.rfind("\n", 0, pos - 1) + 1
-        line = text[prev:pos]
+        prev = above.rfind("\n", 0, pos - 1) + 1
+        line = above[prev:pos]
         scanned += 1
         pos = prev
         lead = len(line) - len(line.lstrip())
         if line.strip() and lead < indent and _DEF_LINE.match(line):
             indent = lead
-            for m in _IDENT.finditer(line):
-                found.setdefault(m.group(), 10_000 + scanned)
-    return [n for n, _ in sorted(found.items(), key=lambda x: x[1]) if n.split(".")[0] not in STOP]
+            out += [(m.group(), 10_000 + scanned) for m in _IDENT.finditer(line)]
+    return out
 
 
 def _key_of(path: str) -> str:

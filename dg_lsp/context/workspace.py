@@ -47,6 +47,7 @@ class Workspace:
         self._open: OrderedDict[str, str] = OrderedDict()  # path -> uri, most recently used last
         self._dirty: dict[str, float] = {}  # edited open documents -> when they were last changed
         self._paths: dict[str, str | None] = {}  # uri -> path (didChange asks per keystroke; resolve() is a syscall)
+        self._wake = asyncio.Event()  # a file was marked or a document edited: the sleeping index task looks again
 
     def path(self, uri: str) -> str | None:
         if uri not in self._paths:
@@ -74,23 +75,33 @@ class Workspace:
         self.task, self.index, self.selector = None, None, None
 
     async def _run(self, wait: Callable[[], float]) -> None:
+        """Index in SLICE_S steps while the server is idle. With nothing to index, sleep until an event marks a
+        file or an edited document's quiet time is over: no wake-ups while the user types (each one is loop time
+        on the keystroke's path)."""
         t0 = time.perf_counter()
         while self.index is not None:
-            await asyncio.sleep(SLICE_S)  # messages first
-            delay = wait()
-            if delay > 0:
-                await asyncio.sleep(delay)
-                continue
             index = self.index
             now = time.perf_counter()
             for path in [p for p, t in self._dirty.items() if now - t > CHANGE_QUIET_S]:
                 del self._dirty[path]
                 index.mark(path)
-            if index.step(time.perf_counter() + SLICE_S, time.perf_counter):
+            if not index.building:
                 if self.build_s is None:
-                    self.build_s = time.perf_counter() - t0
+                    self.build_s = now - t0
                     log.info("workspace index: %d files in %.1f s", len(index.files), self.build_s)
-                await asyncio.sleep(0.05)  # idle: look for marked files now and then
+                self._wake.clear()
+                due = min(self._dirty.values(), default=None)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), None if due is None else max(0.001, due + CHANGE_QUIET_S - now))
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            await asyncio.sleep(SLICE_S)  # messages first
+            delay = wait()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                continue
+            index.step(time.perf_counter() + SLICE_S, time.perf_counter)
 
     def _read_open(self, path: str) -> tuple[str, str] | None:
         uri = self._open.get(path)
@@ -99,6 +110,11 @@ class Workspace:
             return None
         key = grammar_key(doc.language_id) or EXTENSIONS.get(Path(path).suffix)
         return (key, doc.text) if key else None
+
+    def _mark(self, path: str) -> None:
+        assert self.index is not None
+        self.index.mark(path)
+        self._wake.set()
 
     # -- events ------------------------------------------------------------------------------------------------
 
@@ -111,7 +127,7 @@ class Workspace:
         while len(self._open) > RECENT:
             self._open.popitem(last=False)
         if self.index is not None:
-            self.index.mark(path)
+            self._mark(path)
 
     def changed(self, uri: str) -> None:
         """A didChange: reindex from the document's text once it has been quiet CHANGE_QUIET_S (a burst of
@@ -120,12 +136,14 @@ class Workspace:
         if path is not None:
             self._open[path] = uri
             self._open.move_to_end(path)
+            if path not in self._dirty:
+                self._wake.set()  # the idle task learns when this one is due (later keystrokes only delay it)
             self._dirty[path] = time.perf_counter()
 
     def saved(self, uri: str) -> None:
         path = self.path(uri)
         if path is not None and self.index is not None:
-            self.index.mark(path)
+            self._mark(path)
 
     def closed(self, uri: str) -> None:
         """Back to the file on disk (the editor may have dropped unsaved changes)."""
@@ -136,7 +154,7 @@ class Workspace:
         self._dirty.pop(path, None)
         if self.index is not None:
             if self.index.under_root(path) and Path(path).exists():
-                self.index.mark(path)
+                self._mark(path)
             else:
                 self.index.remove(path)
 
@@ -149,7 +167,7 @@ class Workspace:
             if kind == 3:
                 self.index.remove(path)
             elif path not in self._open:  # an open document's text wins over the disk's
-                self.index.mark(path)
+                self._mark(path)
 
     # -- per hole ----------------------------------------------------------------------------------------------
 
