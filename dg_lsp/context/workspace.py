@@ -92,8 +92,9 @@ class Workspace:
                 self._wake.clear()
                 due = min(self._dirty.values(), default=None)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), None if due is None else max(0.001, due + CHANGE_QUIET_S - now))
-                except asyncio.TimeoutError:
+                    await asyncio.wait_for(self._wake.wait(),
+                                           None if due is None else max(0.001, due + CHANGE_QUIET_S - now))
+                except TimeoutError:
                     pass
                 continue
             await asyncio.sleep(SLICE_S)  # messages first
