@@ -1,25 +1,29 @@
 """Context from other files, measured without a model: does the prompt hold the definitions a hole needs?
 
-    python -m bench.context [--quick] [--projects email,asyncio,...] [--large DIR] [--holes N]
+    python -m bench.context [--quick] [--projects email,...] [--site pygls,...] [--npm rxjs@7.8.1:src]
+                            [--large DIR] [--holes N] [--model DIR]
 
-1. Recall and precision on real multi-file projects available offline (the standard library's packages: their
-   sources are not this project's training corpus). Holes: in every file, a call `name(...)` / `mod.name(...)`
-   whose `name` is bound by an import (`from .x import name`, `import pkg.x as mod`) to a top-level function or
-   class of another file of the same package. Ground truth comes from Python's own `ast` (the imports and the
-   top-level definitions), independent of the tree-sitter index under test; plus a CommonJS project (npm's own
-   lib/, as Debian's nodejs ships it) with holes found by regular expressions (`const {f} = require('./x')`,
-   `mod.f(` after `const mod = require('./x')`, ./x defining `f` at the start of a line). The hole is the rest of
-   the line from the name on (the line's remainder is removed from the text the selector sees). Recall at B tokens: the
-   needed definition is among the snippets chosen with a budget of B cross-file tokens; precision at 1,024: the
-   share of chosen tokens in snippets that hold a needed definition.
+1. Recall and precision on real multi-file projects: eight standard-library packages (the model plays no part here;
+   they are the shipped model's training corpus, which does not matter for recall), Python packages installed from
+   PyPI into this environment (`--site`), npm's own CommonJS lib/ (as Debian's nodejs ships it) and a TypeScript
+   package from the npm registry (`--npm`, fetched once by `npm pack`). Python holes: in every file, a call
+   `name(...)` / `mod.name(...)` whose `name` is bound by an import (`from .x import name`, `import pkg.x as mod`)
+   to a top-level function or class of another file of the same package; ground truth from Python's own `ast` (the
+   imports and the top-level definitions), independent of the tree-sitter index under test. JavaScript and
+   TypeScript holes: bench.context_es (regular expressions over require/import and definitions). The hole is the
+   rest of the line from the name on (the line's remainder is removed from the text the selector sees). Recall at
+   B tokens: the needed definition is among the snippets chosen with a budget of B cross-file tokens; precision at
+   1,024: the share of chosen tokens in snippets that hold a needed definition. Also per project.
 2. Index build time and memory (RSS growth of this process) for the largest project (`--large`, default the whole
    standard-library directory capped at --large-files files; >= 2,000 files).
-3. The server's added cost per keystroke, in process: p95 of Workspace.related + build_prompt against build_prompt
-   alone while typing a line in a project file (the rest of the server's path does not change with the index).
+3. The server's added cost per keystroke over stdio (bench.context_overhead): two real server processes on the
+   --large folder as their workspace, context on and off, the same keystrokes alternating between them; p95 of the
+   server overhead (bench.lsp_latency's figure) while the index builds and once it is ready, and the event loop's
+   CPU per keystroke. Beside it, in process: Workspace.related + build_prompt against build_prompt alone.
 4. Prefix-cache reuse while typing with context on: per keystroke, the share of the previous encoder context
    that is a prefix of the new one (the engine's KV cache serves that part), mean over the keystrokes.
 Tokens: the shipped model's tokenizer. Last line JSON: {"holes", "recall": {"256", "512", "1024"}, "precision_1024",
-"index_s", "index_mb", "overhead_p95_ms": {"on", "off"}, "prefix_reuse"}.
+"index_s", "index_mb", "overhead_p95_ms": {"on", "off"}, "prefix_reuse", "per_project", ...}.
 """
 
 from __future__ import annotations
@@ -31,11 +35,16 @@ import random
 import re
 import resource
 import sysconfig
+import tempfile
 import time
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from bench import context_overhead
+from bench.common import pick_model
+from bench.context_es import holes as es_holes
+from bench.context_es import npm_project
 from dg_lsp.context.index import WorkspaceIndex
 from dg_lsp.context.select import Selector
 from dg_lsp.documents import Document
@@ -130,74 +139,40 @@ def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
     return out
 
 
-_REQ_NAMES = re.compile(r"""^const\s+\{([^}]*)\}\s*=\s*require\(['"](\.[^'"]+)['"]\)""", re.M)
-_REQ_MODULE = re.compile(r"""^const\s+(\w+)\s*=\s*require\(['"](\.[^'"]+)['"]\)""", re.M)
-_JS_DEF = re.compile(r"^(?:async\s+)?(?:function\s*\*?\s*|class\s+|const\s+|let\s+)([A-Za-z_$][\w$]*)", re.M)
+def hit(s, rel: str, lines: set[int], needed: str) -> bool:
+    """Does snippet `s` hold the definition of `needed` (at one of `lines` of `rel`, or as a member of a class
+    stub)?"""
+    return s.path == rel and (s.line in lines or
+                              re.search(rf"\b(def|class|function)\s+{re.escape(needed)}\b", s.text) is not None)
 
 
-def js_file(base: Path, spec: str) -> Path | None:
-    target = (base / spec).resolve()
-    for cand in (target, target.with_name(target.name + ".js"), target / "index.js"):
-        if cand.is_file():
-            return cand
-    return None
-
-
-def js_holes(root: Path) -> list[tuple[Path, int, str, Path, int]]:
-    """CommonJS holes by regular expressions (independent of the tree-sitter index): `name(` for a name bound by
-    `const {name} = require('./x')`, `mod.name(` for `const mod = require('./x')`, where ./x defines `name` at
-    the start of a line (function, class, const)."""
-    out = []
-    for f in sorted(root.rglob("*.js")):
-        text = f.read_text("utf-8", "replace")
-        binds: dict[str, tuple[Path, str | None]] = {}
-        for m in _REQ_NAMES.finditer(text):
-            src = js_file(f.parent, m.group(2))
-            for part in m.group(1).split(","):
-                key, _, local = part.strip().partition(":")
-                if src is not None and key.strip():
-                    binds[(local or key).strip()] = (src, key.strip())
-        for m in _REQ_MODULE.finditer(text):
-            src = js_file(f.parent, m.group(2))
-            if src is not None:
-                binds[m.group(1)] = (src, None)
-        if not binds:
-            continue
-        body_start = max(m.end() for m in list(_REQ_NAMES.finditer(text)) + list(_REQ_MODULE.finditer(text)))
-        defs_of = {}
-        for m in re.finditer(r"(?<![\w$.])([A-Za-z_$][\w$]*)(?:\.([A-Za-z_$][\w$]*))?\(", text[body_start:]):
-            local, member = m.group(1), m.group(2)
-            if local not in binds:
-                continue
-            src, name = binds[local]
-            name = name if name is not None and member is None else (member if name is None else None)
-            if name is None or src == f:
-                continue
-            if src not in defs_of:
-                t = src.read_text("utf-8", "replace")
-                defs_of[src] = {d.group(1): t.count("\n", 0, d.start()) for d in _JS_DEF.finditer(t)}
-            line = defs_of[src].get(name)
-            if line is not None:
-                out.append((f, body_start + m.start(), name, src, line))
-    return out
-
-
-def hit(s, rel: str, line: int, needed: str) -> bool:
-    """Does snippet `s` hold the definition of `needed` (at `line` of `rel`, or as a member of a class stub)?"""
-    return s.path == rel and (s.line == line or re.search(rf"\b(def|class)\s+{needed}\b", s.text) is not None)
+def project_name(pkg: Path) -> str:
+    """How a project shows in the output: a stdlib package's name, an npm package's name and folder."""
+    if "site-packages" in pkg.parts:
+        return "pypi:" + pkg.name
+    if pkg.is_relative_to(STDLIB):
+        return pkg.relative_to(STDLIB).as_posix()
+    parts = pkg.parts
+    at = max((i for i, x in enumerate(parts) if x in ("node_modules", "package")), default=len(parts) - 2)
+    name = parts[at + 1] if parts[at] == "node_modules" else parts[at - 1].rsplit("@", 1)[0].replace("+", "/")
+    rest = parts[at + 2:] if parts[at] == "node_modules" else parts[at + 1:]
+    return "/".join([name, *rest])
 
 
 def recall(projects: list[Path], n_holes: int, encode) -> dict:
     found = {b: 0 for b in BUDGETS}
     useful = total_tokens = holes = 0
+    per: dict[str, dict] = {}
     for pkg in projects:
         ix = WorkspaceIndex([pkg], max_files=100_000)
         ix.build()
         sel = Selector(ix)
-        cases = js_holes(pkg) if pkg.name == "lib" and "node_modules" in pkg.parts else holes_of(pkg)
+        python = next(pkg.rglob("*.py"), None) is not None
+        cases = holes_of(pkg) if python else es_holes(pkg)
         random.Random(0).shuffle(cases)
         mine = {b: found[b] for b in BUDGETS}, holes
-        for f, offset, needed, src, line in cases[:n_holes]:
+        for f, offset, needed, src, lines in cases[:n_holes]:
+            lines = {lines} if isinstance(lines, int) else lines
             text = f.read_text("utf-8", "replace")
             end = text.find("\n", offset)
             seen = text[:offset] + (text[end:] if end >= 0 else "")  # the answer (rest of the line) removed
@@ -205,18 +180,19 @@ def recall(projects: list[Path], n_holes: int, encode) -> dict:
             holes += 1
             for b in BUDGETS:
                 choice = sel.select(str(f.resolve()), seen, offset, b, encode)
-                if any(hit(s, rel, line, needed) for s in choice.snippets):
+                if any(hit(s, rel, lines, needed) for s in choice.snippets):
                     found[b] += 1
                 if b == 1024:
                     for s in choice.snippets:
                         n = len(encode(s.text))
                         total_tokens += n
-                        useful += n if hit(s, rel, line, needed) else 0
+                        useful += n if hit(s, rel, lines, needed) else 0
         n = holes - mine[1]
-        print(f"  {pkg}: {n} holes, recall " + ", ".join(f"{b}: {(found[b] - mine[0][b]) / max(n, 1):.3f}"
-                                                        for b in BUDGETS), flush=True)
+        per[project_name(pkg)] = {"files": len(ix.files), "holes": n, "recall": {
+            str(b): round((found[b] - mine[0][b]) / max(n, 1), 3) for b in BUDGETS}}
+        print(f"  {pkg}: {per[project_name(pkg)]}", flush=True)
     return {"holes": holes, "recall": {str(b): round(found[b] / max(holes, 1), 3) for b in BUDGETS},
-            "precision_1024": round(useful / max(total_tokens, 1), 3)}
+            "precision_1024": round(useful / max(total_tokens, 1), 3), "per_project": per}
 
 
 def rss_mb() -> float:
@@ -292,24 +268,44 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds: one package, 20 holes, a 300-file index")
     ap.add_argument("--projects", default="email,asyncio,importlib,concurrent,json,xml,multiprocessing,unittest")
+    ap.add_argument("--site", default="pygls,cattrs,jinja2,_pytest,hypothesis,huggingface_hub",
+                    help="packages of this environment's site-packages (installed from PyPI), comma-separated")
+    ap.add_argument("--npm", default="rxjs@7.8.1:src", help="npm packages (spec:folder, comma-separated) fetched "
+                    "with `npm pack` into ~/.cache/dg-lsp/bench-npm; '' for none")
     ap.add_argument("--holes", type=int, default=150, help="holes per project at most")
     ap.add_argument("--large", type=Path, default=STDLIB)
     ap.add_argument("--large-files", type=int, default=2500)
+    ap.add_argument("--model", type=Path, default=None, help="checkpoint for the servers of the overhead run "
+                    "(default: the shipped model)")
     args = ap.parse_args()
     projects = [STDLIB / p for p in (["email"] if args.quick else args.projects.split(","))]
+    site = Path(sysconfig.get_paths()["purelib"])
+    projects += [site / p for p in ([] if args.quick or not args.site else args.site.split(","))
+                 if (site / p).is_dir()]
     if not args.quick and NPM.is_dir():
         projects.append(NPM)  # a CommonJS project: npm's own sources, as Debian's nodejs package ships them
+    for item in ([] if args.quick or not args.npm else args.npm.split(",")):
+        spec, _, sub = item.partition(":")
+        got = npm_project(spec, sub)
+        if got is not None:
+            projects.append(got)  # a TypeScript project from the npm registry
     n = 20 if args.quick else args.holes
     encode = encoder()
     # the index first, in a fresh process: RSS growth would under-count memory freed by the recall indexes
     cost = index_cost(args.large, 300 if args.quick else args.large_files)
     print(f"index of {args.large}: {cost}", flush=True)
     out = recall(projects, n, encode)
-    print(f"recall on {out['holes']} holes in {', '.join(p.name for p in projects)}: {out['recall']}, "
+    print(f"recall on {out['holes']} holes in {', '.join(out['per_project'])}: {out['recall']}, "
           f"precision@1024 {out['precision_1024']}", flush=True)
     typed = typing("email", encode, 12 if args.quick else 40)
-    print(f"typing {typed['typed']!r}: {typed}", flush=True)
-    out.update(index_s=cost["index_s"], index_mb=cost["index_mb"], overhead_p95_ms=typed["overhead_p95_ms"],
+    print(f"typing {typed['typed']!r} in process: {typed}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, label = pick_model(Path(tmp), args.model, tokenizer=True)
+        stdio = context_overhead.run(model, args.large, quick=args.quick, max_files=args.large_files)
+    print(f"overhead over stdio ({label}): {json.dumps(stdio)}", flush=True)
+    out.update(index_s=cost["index_s"], index_mb=cost["index_mb"], overhead_p95_ms=stdio["overhead_p95_ms"],
+               overhead_inprocess_cpu_p95_ms=typed["overhead_p95_ms"],
+               overhead_loop_cpu_p95_ms={k: v["p95"] for k, v in stdio["loop_cpu_ms"].items()},
                prefix_reuse=typed["prefix_reuse"])
     print(json.dumps(out))
 
