@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-confidence", type=float, help="the gate to report (default: the checkpoint's calibrated "
                     "min_confidence in infill.json, else 0)")
     ap.add_argument("--plot", type=Path, help="write the gate's curve (share shown vs EM / ES among shown) here")
+    ap.add_argument("--context", action="store_true", help="context from other files on vs off on held-out files of "
+                    "multi-file packages, --holes per set (bench.quality_context)")
     ap.add_argument("--quick", action="store_true", help="2 holes, 1 HumanEval item, 4 steps (a code-path check, "
                     "not a measurement)")
     args = ap.parse_args(argv)
@@ -173,6 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     n_holes = min(args.holes, args.limit) if args.limit else args.holes
     he_limit = args.humaneval_limit if args.humaneval_limit is not None else args.limit
     filler = Filler(args.model, args.steps, args.entropy_bound, args.weights)
+    if args.context:
+        from bench.quality_context import report
+
+        return report(filler, n_holes, args.seed, args.rows)
     infill = json.loads((args.model / "infill.json").read_text())
     fmt = InfillFormat(canvas_lengths=tuple(infill["canvas_lengths"]))
     data_cfg = DataConfig(
