@@ -750,3 +750,55 @@ def test_gguf_model_ghost_text_tab_and_fill(editor, tmp_path):
     editor.nvim.input("<Tab>")
     wait_for(lambda: buffer_text(editor) != before, 10, "the accept")
     assert buffer_text(editor).encode() == before.encode()[:at] + item.encode() + before.encode()[at:]
+
+
+# --- files changed on disk reach the server's workspace index ----------------------------------------------------
+
+# Records the files each fill's prompt took context from (dg/status request.crossFile.files).
+RECORD_CROSS_FILE = """
+local client = vim.lsp.get_clients({name = 'dg', bufnr = 0})[1]
+local inner = client.handlers['dg/status']
+_G.dg_cross = {}
+client.handlers['dg/status'] = function(err, params, ctx)
+  local req = params and params.request
+  if type(req) == 'table' and type(req.crossFile) == 'table' then
+    for _, f in ipairs(req.crossFile.files) do _G.dg_cross[f] = true end
+  end
+  return inner(err, params, ctx)
+end
+"""
+ASK_FILL = """
+local client = vim.lsp.get_clients({name = 'dg', bufnr = 0})[1]
+client:request('textDocument/inlineCompletion', {
+  textDocument = {uri = vim.uri_from_bufnr(0)}, position = {line = ..., character = select(2, ...)},
+  context = {triggerKind = 1}}, function() end, 0)
+"""
+WATCHED = "return #vim.tbl_keys(vim.lsp.get_clients({name = 'dg', bufnr = 0})[1].dynamic_capabilities:get(" \
+          "'workspace/didChangeWatchedFiles') or {})"
+
+
+@pytest.mark.skipif(sys.platform.startswith("linux") and shutil.which("inotifywait") is None,
+                    reason="Neovim has no recursive file watcher on Linux without inotifywait "
+                           "(apt-get install inotify-tools)")
+def test_real_a_file_created_on_disk_reaches_the_index(editor, model, tmp_path):
+    """watch_files "auto": the server registers workspace/didChangeWatchedFiles with Neovim, and a file another
+    program writes into the workspace (never opened in Neovim) gives the next fill its definition."""
+    (tmp_path / ".git").mkdir()  # the root marker: the workspace folder the server indexes
+    (tmp_path / "lib").mkdir()
+    app = "from lib.extra import shiny\n\n\ndef total(x):\n    return shiny(\n"
+    editor.setup(REAL_CMD, {"modelPath": model, "device": "cpu", "minConfidence": 0, "steps": 2})
+    editor.open("app.py", app)
+    editor.wait_ready(REAL_READY_S)
+    assert editor.lua("return vim.lsp.get_clients({name = 'dg', bufnr = 0})[1].capabilities.workspace"
+                      ".didChangeWatchedFiles.dynamicRegistration") is True
+    wait_for(lambda: editor.lua(WATCHED) > 0, 30, "the server's didChangeWatchedFiles registration")
+    editor.lua(RECORD_CROSS_FILE)
+    (tmp_path / "lib" / "extra.py").write_text('def shiny(value):\n    """Polish a value."""\n')
+
+    def included() -> bool:  # each try edits the line: an unchanged one is answered from the typed-ahead cache
+        line = editor.nvim.current.buffer[4] + "v"
+        editor.nvim.current.buffer[4] = line
+        editor.lua(ASK_FILL, 4, len(line))
+        return editor.lua("return _G.dg_cross['lib/extra.py'] == true")
+
+    wait_for(included, REAL_FILL_S, "a fill whose prompt holds lib/extra.py", interval=0.5)

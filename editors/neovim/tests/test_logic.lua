@@ -102,6 +102,18 @@ test("drafts follow the setting or ask the server for it", function()
   eq(false, config.resolve({ drafts = false, settings = { drafts = true } }).drafts)
 end)
 
+test("watch_files: a boolean or auto", function()
+  eq("auto", config.resolve(nil).watch_files)
+  local cfg, errors = config.resolve({ watch_files = "sometimes" })
+  eq("auto", cfg.watch_files)
+  eq(1, #errors)
+  eq(false, config.watch_files(config.resolve({ watch_files = false }).watch_files))
+  eq(true, config.watch_files(true))
+  local sysname = vim.uv.os_uname().sysname
+  local native = sysname == "Darwin" or sysname == "Windows_NT"
+  eq(native or vim.fn.executable("inotifywait") == 1, config.watch_files("auto"))
+end)
+
 test("empty settings go on the wire as an object", function()
   eq("{}", vim.json.encode(config.wire_settings({})))
   eq('{"steps":8}', vim.json.encode(config.wire_settings({ steps = 8 })))

@@ -11,6 +11,11 @@ M.defaults = {
   -- nil: every filetype (the server's own `languages` setting filters further).
   filetypes = nil,
   root_markers = { ".git" },
+  -- Let the server watch the workspace's source files (workspace/didChangeWatchedFiles, so files
+  -- changed outside Neovim reach its index). "auto": where Neovim has a recursive file watcher
+  -- (macOS and Windows; elsewhere the `inotifywait` program of inotify-tools); true: always (without
+  -- inotifywait on Linux, Neovim's poller watches the root folder only); false: never.
+  watch_files = "auto",
   -- Server settings (docs/PROTOCOL.md, camelCase keys), sent as initializationOptions and as
   -- workspace/didChangeConfiguration {settings = {dg = ...}}, e.g. { modelPath = ..., promptFormat = "chat",
   -- weights = "int4", minConfidence = 0.5 }. Where fills run: backend = "embedded" |
@@ -84,6 +89,12 @@ function M.resolve(opts)
       if type(value) == "table" then
         cfg[key] = value
       end
+    elseif key == "watch_files" then
+      local ok = type(value) == "boolean" or value == "auto"
+      check(errors, ok, 'watch_files must be true, false or "auto"')
+      if ok then
+        cfg.watch_files = value
+      end
     elseif key == "drafts" then
       check(errors, type(value) == "boolean", "drafts must be true or false")
       if type(value) == "boolean" then
@@ -98,6 +109,19 @@ function M.resolve(opts)
     cfg.settings.drafts = true
   end
   return cfg, errors
+end
+
+--- Whether the client offers workspace/didChangeWatchedFiles dynamic registration: `watch_files`
+--- resolved ("auto": macOS, Windows, or `inotifywait` on PATH; Neovim 0.12 itself offers it on macOS
+--- and Windows only, its Linux fallback being a per-folder poller).
+---@param setting boolean|string
+---@return boolean
+function M.watch_files(setting)
+  if type(setting) == "boolean" then
+    return setting
+  end
+  local sysname = vim.uv.os_uname().sysname
+  return sysname == "Darwin" or sysname == "Windows_NT" or vim.fn.executable("inotifywait") == 1
 end
 
 --- The settings object as sent on the wire: an empty table must encode as {} not [].

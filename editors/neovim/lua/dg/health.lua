@@ -53,6 +53,15 @@ function M.check()
     end
   end
 
+  if require("dg.config").watch_files(cfg.watch_files) then
+    health.ok("watch_files: files changed outside Neovim reach the server's index")
+  elseif cfg.watch_files == false then
+    health.info("watch_files: off")
+  else
+    health.warn("watch_files: no recursive file watcher, so files changed outside Neovim reach the index only "
+      .. "when opened or saved here", { "Install inotify-tools (inotifywait)" })
+  end
+
   health.start("Server")
   local clients = vim.lsp.get_clients({ name = "dg" })
   if #clients == 0 then

@@ -107,6 +107,9 @@ function M.setup(opts)
         on_dir(vim.fs.root(bufnr, cfg.root_markers))
       end
     end,
+    capabilities = {
+      workspace = { didChangeWatchedFiles = { dynamicRegistration = config.watch_files(cfg.watch_files) } },
+    },
     init_options = config.wire_settings(cfg.settings),
     settings = { dg = config.wire_settings(cfg.settings) },
     handlers = {
