@@ -25,6 +25,7 @@ from lsprotocol import types as T
 
 from bench.common import median, percentile
 from dg_lsp.client import open_doc
+from dg_lsp.trace import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -81,6 +82,7 @@ async def retype(client, uri: str, text: str, spot: tuple[int, str]) -> list[dic
         stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
         rows.append({"ms": stats["respondedMs"] - stats.get("waitMs", 0.0) - stats.get("engineMs", 0.0),
                      "loop_cpu_ms": cpu, "index": (stats.get("crossFile") or {}).get("index"),
+                     "stages": stats.get("stagesMs") or {},
                      "files": len((stats.get("crossFile") or {}).get("files") or ())})
     return rows
 
@@ -144,6 +146,8 @@ async def measure(model: Path, folder: Path, file: Path, spots_n: int, keys: int
             "loop_cpu_ms": {"on": p(cpu["on"]), "off": p(cpu["off"])},
             "loop_cpu_ms_building": {k: p(by(k, "building", "loop_cpu_ms")) for k in rows},
             "loop_cpu_ms_ready": {k: p(by(k, "ready", "loop_cpu_ms")) for k in rows},
+            "stages_p50_ms": {k: {st: round(median([r["stages"].get(st, 0.0) for r in v]), 3) for st in STAGES}
+                              for k, v in rows.items()},
             "with_context_share": round(sum(bool(r["files"]) for r in rows["on"]) / max(len(rows["on"]), 1), 3),
             "index_files": max(((r["index"] or {}).get("files") or 0) for r in rows["on"]),
             "keystrokes_each": len(rows["on"]), "folder": str(folder), "file": str(file),

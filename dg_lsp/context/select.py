@@ -119,7 +119,7 @@ class Selector:
         from the head of `text` (imports sit there; the parse is bounded by HEAD_CHARS), cached per head."""
         entry = self.index.entry(path)
         if entry is not None:
-            return {i.local: i for i in entry.imports}
+            return {i.local: i for i in self.index.file_imports(path)}
         head = text[:HEAD_CHARS]
         got = self._heads.get(path)
         if got is None or got[0] != head:
@@ -161,7 +161,7 @@ class Selector:
         head = parts[0]
         if head in STOP or (entry is not None and self.index.defines(path, head)):
             return []
-        where = [(f, d) for f, d in self.index.by_name.get(head, ()) if not d.parent and f != path]
+        where = [(f, d) for f, d in self.index.named(head) if not d.parent and f != path]
         if not where or len({f for f, _ in where}) > FALLBACK_FILES:
             return []
         return [(f, d, "name") for f, d in where]

@@ -26,8 +26,9 @@ DOC_CHARS = 160
 
 
 class Definition(NamedTuple):
-    """A tuple of strings and ints: Python's collector stops tracking such tuples, so an index of 100,000 of them
-    adds nothing to a full garbage collection (dataclass instances made those pauses tens of milliseconds)."""
+    """A definition's fields. The index stores them as plain tuples (`tuple(d)`, read back with
+    `Definition._make`): Python's collector stops tracking an exact tuple of strings and ints, but never a
+    NamedTuple instance, and 100,000 tracked ones made every full collection a long pause (see FileEntry)."""
 
     name: str
     kind: str  # "function" | "method" | "class" | "type" | "constant"
