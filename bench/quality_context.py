@@ -120,8 +120,11 @@ class Prompts:
         return build_prompt(snap, hole, self.encode, self.fmt, budget, related, current), related
 
 
-def run(filler, n_holes: int, seed: int) -> dict:
-    """Fill both sets of holes in every mode; the summary per set and mode, and the per-hole rows."""
+def run(filler, n_holes: int, seed: int, rows_path: Path | None = None) -> tuple[dict, list[dict]]:
+    """Fill both sets of holes in every mode; the summary per set and mode, and the per-hole rows (also appended
+    to `rows_path` as they come, so a long run stopped early keeps what it did)."""
+    import json
+
     engine = filler.engine
     prompts = Prompts(engine)
     files = held_out_files()
@@ -146,6 +149,9 @@ def run(filler, n_holes: int, seed: int) -> dict:
                     got["needed_in_prompt"] = any(hit(s, rel, {line}, needed) for s in related)
                 row[mode] = got
             rows.append(row)
+            if rows_path is not None:
+                with rows_path.open("a") as out:
+                    out.write(json.dumps(row) + "\n")
             print(f"  {name} {i + 1}/{len(holes)} {row['file']}: " + ", ".join(
                 f"{m} {row[m]['es']:.2f}" for m in MODES), flush=True)
     return {"summary": summarize(rows), "files": len(files), "packages": sorted({top_package(f).name for f in files}),
@@ -179,9 +185,9 @@ def report(filler, n_holes: int, seed: int, rows_path: Path | None) -> dict:
     """bench.quality --context: run, print the table, write the rows if asked; the last line is JSON."""
     import json
 
-    result, rows = run(filler, n_holes, seed)
     if rows_path is not None:
-        rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rows_path.write_text("")
+    result, rows = run(filler, n_holes, seed, rows_path)
     print(f"\n{result['files']} held-out files in {', '.join(result['packages'])}; context budget "
           f"{result['context_budget']} tokens, cross-file {result['cross_file_budget']}")
     print(f"{'set':<11} {'mode':<9} {'EM':>6} {'ES':>6} {'ctx':>5} {'needed':>6}")
