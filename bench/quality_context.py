@@ -135,25 +135,26 @@ def run(filler, n_holes: int, seed: int, rows_path: Path | None = None) -> tuple
             "any": any_holes(files, filler.tok, infill, data_cfg, n_holes, seed)}
     t0 = time.time()
     rows = []
-    for name, holes in sets.items():
-        for i, (pkg, path, prefix, middle, suffix, needed, src, line) in enumerate(holes):
-            row = {"set": name, "file": str(path.relative_to(pkg.parent)), "middle": middle}
-            for mode in MODES:
-                prompt, related = prompts.build(pkg, path, prefix, suffix, mode)
-                fill, conf = filler.fill_scored(prompt.context_ids, prompt.canvas_length, seed + i)
-                got = {"fill": fill, "exact": exact(fill, middle), "es": edit_similarity(fill, middle),
-                       "confidence": conf, "context_tokens": len(prompt.context_ids),
-                       "cross_file_tokens": prompt.cross_file_tokens}
-                if needed is not None and mode != "off":
-                    rel = src.resolve().relative_to(pkg.resolve()).as_posix()
-                    got["needed_in_prompt"] = any(hit(s, rel, {line}, needed) for s in related)
-                row[mode] = got
-            rows.append(row)
-            if rows_path is not None:
-                with rows_path.open("a") as out:
-                    out.write(json.dumps(row) + "\n")
-            print(f"  {name} {i + 1}/{len(holes)} {row['file']}: " + ", ".join(
-                f"{m} {row[m]['es']:.2f}" for m in MODES), flush=True)
+    # the two sets interleaved: a run stopped early has both
+    order = [(name, i, holes[i]) for i in range(n_holes) for name, holes in sets.items() if i < len(holes)]
+    for name, i, (pkg, path, prefix, middle, suffix, needed, src, line) in order:
+        row = {"set": name, "file": str(path.relative_to(pkg.parent)), "middle": middle}
+        for mode in MODES:
+            prompt, related = prompts.build(pkg, path, prefix, suffix, mode)
+            fill, conf = filler.fill_scored(prompt.context_ids, prompt.canvas_length, seed + i)
+            got = {"fill": fill, "exact": exact(fill, middle), "es": edit_similarity(fill, middle),
+                   "confidence": conf, "context_tokens": len(prompt.context_ids),
+                   "cross_file_tokens": prompt.cross_file_tokens}
+            if needed is not None and mode != "off":
+                rel = src.resolve().relative_to(pkg.resolve()).as_posix()
+                got["needed_in_prompt"] = any(hit(s, rel, {line}, needed) for s in related)
+            row[mode] = got
+        rows.append(row)
+        if rows_path is not None:
+            with rows_path.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+        print(f"  {name} {i + 1}/{len(sets[name])} {row['file']}: " + ", ".join(
+            f"{m} {row[m]['es']:.2f}" for m in MODES), flush=True)
     return {"summary": summarize(rows), "files": len(files), "packages": sorted({top_package(f).name for f in files}),
             "cross_file_budget": prompts.cross, "context_budget": prompts.budget,
             "seconds": round(time.time() - t0, 1), "seed": seed}, rows
