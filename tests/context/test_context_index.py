@@ -129,3 +129,20 @@ def test_steps_stop_on_time(tmp_path):
     assert 0 < len(ix.files) < 50 or ix.building
     ix.build()
     assert len(ix.files) == 50 and not ix.building
+
+
+def test_the_index_leaves_the_garbage_collector_alone(tmp_path):
+    # Definitions as NamedTuple instances stay tracked forever: 100,000 of them made each full collection a pause
+    # of the event loop. Stored as plain tuples, the collector drops them after one pass.
+    import gc
+
+    for i in range(20):
+        (tmp_path / f"m{i}.py").write_text("".join(f'def f{j}(a):\n    """Doc."""\n\n' for j in range(50)))
+    ix = WorkspaceIndex([tmp_path])
+    ix.build()
+    for _ in range(3):  # a tuple is untracked once the tuples in it are: nested ones take a pass per level
+        gc.collect()
+    entry = next(iter(ix.files.values()))
+    assert len(entry.defs) == 50 and not any(gc.is_tracked(d) for d in entry.defs)
+    assert not any(gc.is_tracked(v) for v in ix.by_name.values())
+    assert ix.named("f7")[0][1].name == "f7" and ix.top(entry.path)[0].signature.startswith("def f")

@@ -70,6 +70,20 @@ def test_neighbourhood_nearest_first_and_signatures():
     assert "outer" in names and "def" not in names
 
 
+def test_neighbourhood_memo_matches_a_fresh_scan():
+    # typing on one line, moving to another, changing the lines above: the memo never answers for stale lines
+    text = "class Shop:\n    def outer(self, cfg: Config):\n" + "        y = 2\n" * 30 + "        z = helper(y)\n"
+    memo: list = []
+    for k in range(12):
+        typed = text + "        w = total(" + "abc"[: k % 4]
+        assert neighbourhood(typed, len(typed), memo) == neighbourhood(typed, len(typed))
+    moved = text.replace("def outer(self, cfg: Config)", "def inner(self, opts: Options)") + "        w = "
+    names = neighbourhood(moved, len(moved), memo)
+    assert names == neighbourhood(moved, len(moved)) and "Options" in names and "Config" not in names
+    top = "x = 1\n"
+    assert neighbourhood(top, len(top), memo) == neighbourhood(top, len(top))
+
+
 def test_hole_calling_another_module_gets_its_definition(tmp_path):
     ix, root = project(tmp_path)
     path = str(root / "shop/checkout.py")
