@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bench.context import holes_of, js_holes, recall
+from bench.context import holes_of, recall
+from bench.context_es import holes as es_holes
 
 
 def test_holes_and_recall_on_a_generated_package(tmp_path):
@@ -23,4 +24,21 @@ def test_commonjs_holes(tmp_path):
     (tmp_path / "util.js").write_text("function slug(s) {\n  return s\n}\nmodule.exports = { slug }\n")
     (tmp_path / "page.js").write_text("const { slug } = require('./util')\nconst u = require('./util.js')\n\n"
                                       "function title(t) {\n  return slug(t) + u.slug(t)\n}\n")
-    assert sorted((c[2], c[4]) for c in js_holes(tmp_path)) == [("slug", 0), ("slug", 0)]
+    assert sorted((c[2], c[4]) for c in es_holes(tmp_path)) == [("slug", {0}), ("slug", {0})]
+
+
+def test_typescript_holes_and_recall(tmp_path):
+    # ES imports (named, renamed, namespace), an overload list (any of its lines is the definition), a .d.ts left out
+    (tmp_path / "util").mkdir()
+    (tmp_path / "util/lift.ts").write_text("export function operate<T>(f: T): T;\nexport function operate(f: any) {\n"
+                                           "  return f;\n}\nexport const noop = () => {};\n")
+    (tmp_path / "types.d.ts").write_text("export declare function ghost(): void;\n")
+    (tmp_path / "map.ts").write_text("import { operate, noop as nothing } from './util/lift';\n"
+                                     "import * as lift from './util/lift';\n\n"
+                                     "export function map(f: any) {\n  nothing();\n"
+                                     "  return operate(lift.operate(f));\n}\n")
+    cases = es_holes(tmp_path)
+    assert sorted((c[0].name, c[2], c[4]) for c in cases) == [
+        ("map.ts", "noop", {4}), ("map.ts", "operate", {0, 1}), ("map.ts", "operate", {0, 1})]
+    out = recall([tmp_path], 10, lambda s: s.split())
+    assert out["holes"] == 3 and out["recall"]["1024"] == 1.0 and out["per_project"]
