@@ -4,9 +4,10 @@ Candidates, best first:
 1. identifiers near the hole (NEAR_BEFORE lines above to NEAR_AFTER below) and in the signatures of the enclosing
    definitions, nearest first, resolved through the file's imports to definitions in the index (`mod.f` through
    `import mod`, `g` through `from m import f as g`, a class's members through `Class.member`);
-2. the same names defined at top level elsewhere in the workspace, when few files define them (a fallback for
+2. what the whole file uses from its imports, most used first, as short stubs (the call being typed is often one);
+3. the same names defined at top level elsewhere in the workspace, when few files define them (a fallback for
    imports the index cannot resolve: packages outside the workspace, Go/Rust/Java imports, C headers);
-3. windows of WINDOW lines from other open documents, by Jaccard similarity of their identifier sets to the lines
+4. windows of WINDOW lines from other open documents, by Jaccard similarity of their identifier sets to the lines
    before the hole (as Copilot's neighbouring-tab snippets).
 Duplicates go (a method whose class is shown, the same definition twice); the rest fill the budget in rank order,
 then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per keystroke:
@@ -228,8 +229,10 @@ class Selector:
             if (f, d.line) not in seen and (f, d.parent) not in classes:
                 seen.add((f, d.line))
                 ranked.append(self._def_snippet(f, d, "used", members=False))
-        order = {"import": 0, "name": 1, "used": 2, "module": 3}
-        ranked.sort(key=lambda s: order.get(s.why, 4))  # stable: imports first, each group nearest first
+        # stable: imports near the hole first, then what the file uses from its imports (certain, where a same-named
+        # definition elsewhere is a guess), each group nearest / most used first
+        order = {"import": 0, "used": 1, "name": 2, "module": 3}
+        ranked.sort(key=lambda s: order.get(s.why, 4))
         ranked += self._similar(path, near, list(others))
         chosen, used = [], 0
         for s in ranked:
