@@ -301,7 +301,8 @@ def main() -> None:
     print(f"typing {typed['typed']!r} in process: {typed}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model, label = pick_model(Path(tmp), args.model, tokenizer=True)
-        stdio = context_overhead.run(model, args.large, quick=args.quick, max_files=args.large_files)
+        folder = STDLIB / "email" if args.quick else args.large  # quick: a folder indexed in seconds
+        stdio = context_overhead.run(model, folder, STDLIB / context_overhead.FILE, args.quick, args.large_files)
     print(f"overhead over stdio ({label}): {json.dumps(stdio)}", flush=True)
     out.update(index_s=cost["index_s"], index_mb=cost["index_mb"], overhead_p95_ms=stdio["overhead_p95_ms"],
                overhead_inprocess_cpu_p95_ms=typed["overhead_p95_ms"],

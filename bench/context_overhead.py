@@ -156,6 +156,6 @@ async def measure(model: Path, folder: Path, file: Path, spots_n: int, keys: int
 
 def run(model: Path, folder: Path = STDLIB, file: Path | None = None, quick: bool = False,
         max_files: int = 2500) -> dict:
-    file = file or folder / FILE
+    file = file or STDLIB / FILE
     spots_n, keys = (4, 5) if quick else (24, 8)
     return asyncio.run(measure(model, folder, file, spots_n, keys, 300 if quick else max_files))
