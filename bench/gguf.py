@@ -8,7 +8,8 @@ Last line JSON: q4_k_m_bytes, published_bytes, kernel_max_rel_err (the Triton gg
 oracle, fp32 activations, under TRITON_INTERPRET=1 here: no GPU), dequantizer_max_rel_err (our torch dequantizer,
 the CPU matmul path, against gguf.quants.dequantize), logit_rel_err {type: x}, load_s, host_mb_beyond_map (peak
 anonymous resident memory added while loading: the map's pages are not counted; it includes the tensors dequantized
-to the compute dtype at load, `dequantized_mb`), mixes, fit_4090.
+to the compute dtype at load, `dequantized_mb`), host_mb_beyond_served (that peak less `dequantized_mb`: the load's
+own temporaries), mixes, fit_4090.
 """
 
 from __future__ import annotations
@@ -230,6 +231,7 @@ def main() -> None:
           "kernel_max_rel_err": kerr, "dequantizer_max_rel_err": err,
           "logit_rel_err": logit, "load_s": stats["load_s"], "host_mb_beyond_map": stats["peak_anon_mb"],
           "host_mb_kept": stats["kept_anon_mb"], "dequantized_mb": stats["dequantized_mb"],
+          "host_mb_beyond_served": round(stats["peak_anon_mb"] - stats["dequantized_mb"], 1),
           "load_file_mb": round(size_mb, 1),
           "mixes": {k: {kk: vv for kk, vv in v.items() if kk != "types"} for k, v in mix.items()},
           "fit_4090": q4["fits_4090"], "quick": args.quick, "machine": machine()})

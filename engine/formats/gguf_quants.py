@@ -105,8 +105,9 @@ def _q6_k(b: torch.Tensor) -> torch.Tensor:
 
 
 _BLOCK_FNS = {"Q8_0": _q8_0, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
-# Blocks dequantized per chunk: bounds the temporaries (~30 bytes of int/fp32 per value) whatever the tensor's size.
-CHUNK_BLOCKS = 1 << 14
+# Values dequantized per chunk: bounds the temporaries (~30 bytes of int/fp32 per value, ~8 MB) whatever the tensor's
+# size and block size (a chunk of 16,384 blocks was 4M values of a K-quant: 126 MB of temporaries).
+CHUNK_VALUES = 1 << 18
 
 
 def dequantize(data: torch.Tensor, qtype: str, k: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -124,8 +125,9 @@ def dequantize(data: torch.Tensor, qtype: str, k: int, dtype: torch.dtype = torc
     blocks = data.reshape(-1, size)
     out = torch.empty(blocks.shape[0], block, dtype=dtype, device=data.device)
     fn = _BLOCK_FNS[qtype]
-    for b0 in range(0, blocks.shape[0], CHUNK_BLOCKS):
-        out[b0:b0 + CHUNK_BLOCKS] = fn(blocks[b0:b0 + CHUNK_BLOCKS]).to(dtype)
+    step = max(1, CHUNK_VALUES // block)
+    for b0 in range(0, blocks.shape[0], step):
+        out[b0:b0 + step] = fn(blocks[b0:b0 + step]).to(dtype)
     return out.reshape(*lead, k)
 
 
