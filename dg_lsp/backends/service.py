@@ -204,8 +204,13 @@ class ServiceBackend(LocalSide):
     # -- the watcher ---------------------------------------------------------------------------------------------
     def _watch(self) -> None:
         http = self.endpoint.client(HEALTH_TIMEOUT_S, self._headers, sync=True)
+        late = False
         while not self._closed.wait(WATCH_S):
-            health = _health(http)
+            health, slow = _probe(http)
+            if health is None and slow and not late:
+                late = True  # one late answer is a busy machine, not a dead service: ask again before saying so
+                continue
+            late = False
             if health is None and self.starter is not None:
                 self.status.set_state("error", f"the engine service at {self.endpoint} is not answering; restarting it")
                 try:
@@ -259,11 +264,18 @@ def _check_key(http: httpx.Client, endpoint: Endpoint) -> None:
 
 
 def _health(http: httpx.Client) -> dict[str, Any] | None:
+    return _probe(http)[0]
+
+
+def _probe(http: httpx.Client) -> tuple[dict[str, Any] | None, bool]:
+    """(/health's answer or None, whether it was None because the answer was late rather than refused)."""
     try:
         resp = http.get("/health")
-        return resp.json() if resp.status_code == 200 else None
+        return (resp.json() if resp.status_code == 200 else None), False
+    except httpx.TimeoutException:
+        return None, True
     except (httpx.HTTPError, ValueError):
-        return None
+        return None, False
 
 
 def _fetch_files(http: httpx.Client, manifest: dict[str, Any]) -> Path:
