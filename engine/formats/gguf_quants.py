@@ -192,3 +192,23 @@ def quantize_k(w: torch.Tensor, qtype: str) -> torch.Tensor:
         raise ValueError(f"quantize_k: {qtype} is not a K-quant this module writes ({', '.join(fns)})")
     blocks = w.reshape(-1, QK_K).float()
     return fns[qtype](blocks).reshape(*w.shape[:-1], row_bytes(qtype, k))
+
+
+def _round_away(x: torch.Tensor) -> torch.Tensor:
+    """Round half away from zero, as gguf-py's `np_roundf` (torch.round rounds half to even)."""
+    a = x.abs()
+    floored = a.floor()
+    return x.sign() * (floored + (2 * (a - floored)).floor())
+
+
+def quantize_q8_0(w: torch.Tensor) -> torch.Tensor:
+    """Float (..., K) with K a multiple of 32 -> packed Q8_0 rows (..., K / 32 * 34) uint8, on w's device; the
+    same bytes as gguf-py's quantizer (f16 scale amax / 127, then the values times its reciprocal, rounded)."""
+    k = w.shape[-1]
+    if k % 32:
+        raise ValueError(f"Q8_0 needs rows of whole 32-value blocks, got {k}")
+    blocks = w.reshape(-1, 32).float()
+    d = blocks.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+    qs = _round_away(blocks * inv).to(torch.int8).view(torch.uint8)
+    return torch.cat([_f16_bytes(d), qs], dim=-1).reshape(*w.shape[:-1], row_bytes("Q8_0", k))
