@@ -56,8 +56,8 @@ def register(server: DgServer) -> None:
 
     @server.feature(DID_SHOW)
     def did_show(ls: DgServer, params: Any) -> None:
-        item = plain(params).get("item") if isinstance(plain(params), dict) else None
-        if isinstance(item, dict):
+        shown = plain(params)
+        if isinstance(shown, dict) and isinstance(shown.get("item"), dict):
             ls.next_edits.counts.shown += 1
 
     server.command(ACCEPT)(accept)

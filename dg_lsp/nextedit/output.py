@@ -2,7 +2,8 @@
 
 1. `finish` (dg_lsp.pipeline.Shape.finish, after the format's `answer`, which cleans a chat reply as for a fill):
    control characters and a cursor marker echo dropped, line ends as the document's, the window's trailing line
-   break kept as it was. Never shortened: a fill's syntax gate cuts a fill back to its longest valid prefix, but
+   break kept as it was, extra lines that repeat the code around the window dropped (`drop_echoes`). Never
+   shortened otherwise: a fill's syntax gate cuts a fill back to its longest valid prefix, but
    a prefix of a rewritten window would delete the window's rest.
 2. `judge`: the proposal diffed against the window into minimal edits (`minimal_edits`: changed lines, then the
    common characters at either end of each change trimmed); none when
@@ -33,9 +34,46 @@ def finish(snap: Snapshot, hole: Hole, code: str, check: SyntaxCheck | None = No
     text = _GARBAGE.sub("", code.replace("\r\n", "\n").replace(CURSOR, ""))
     if not hole.replaced.endswith("\n"):
         text = text.rstrip("\n")  # the canvas's end; the window ends at its last line's end
+    text = drop_echoes(snap, hole, text)
     if not text.strip():
         return None
     return text.replace("\n", "\r\n") if "\r\n" in snap.text else text
+
+
+def _neighbours(snap: Snapshot, hole: Hole, count: int) -> tuple[list[str], list[str]]:
+    """Up to `count` lines just above the window and just below it, stripped (above: nearest last)."""
+    text, above, below = snap.text, [], []
+    pos = hole.start
+    while pos > 0 and len(above) < count:
+        start = text.rfind("\n", 0, pos - 1) + 1
+        above.insert(0, text[start:pos - 1].strip())
+        pos = start
+    pos = hole.end
+    while pos < len(text) and len(below) < count:
+        end = text.find("\n", pos + 1)
+        end = len(text) if end < 0 else end
+        below.append(text[pos + 1:end].strip())
+        pos = end
+    return above, below
+
+
+def drop_echoes(snap: Snapshot, hole: Hole, text: str) -> str:
+    """A proposal longer than the window whose extra lines repeat the code just above or below the window (a canvas
+    that ran on into its surroundings) loses them: the longest such run at its start, then at its end."""
+    lines = text.split("\n")
+    extra = len(lines) - len(hole.replaced.split("\n"))
+    if extra <= 0:
+        return text
+    above, below = _neighbours(snap, hole, extra)
+    for k in range(min(extra, len(above)), 0, -1):
+        if [ln.strip() for ln in lines[:k]] == above[-k:] and any(above[-k:]):
+            lines, extra = lines[k:], extra - k
+            break
+    for k in range(min(extra, len(below)), 0, -1):
+        if [ln.strip() for ln in lines[-k:]] == below[:k] and any(below[:k]):
+            lines = lines[:-k]
+            break
+    return "\n".join(lines)
 
 
 def _same(a: str, b: str) -> bool:

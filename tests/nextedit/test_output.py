@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dg_lsp.documents import DocumentStore
 from dg_lsp.nextedit.history import EditHistory
-from dg_lsp.nextedit.output import REVERSAL, SYNTAX, UNCHANGED, finish, judge, minimal_edits
+from dg_lsp.nextedit.output import REVERSAL, SYNTAX, UNCHANGED, drop_echoes, finish, judge, minimal_edits
 from dg_lsp.nextedit.prompt import CURSOR, window_hole
 from dg_lsp.nextedit.window import Window
 
@@ -78,3 +78,12 @@ def test_finish_drops_the_cursor_marker_and_keeps_the_window_line_ends():
     assert finish(snap, hole, "\n \n") is None
     crlf, hole2 = snap_and_hole(TEXT.replace("\n", "\r\n"), 0, 1)
     assert finish(crlf, hole2, "a = 1\nb = 2") == "a = 1\r\nb = 2"
+
+
+def test_extra_lines_that_repeat_the_code_around_the_window_are_dropped():
+    text = "import os\n\ndef f(a):\n    return a\n\nprint(f(1))\n"
+    snap, hole = snap_and_hole(text, 2, 3)
+    assert drop_echoes(snap, hole, "def f(a):\n    return a + 1\n\nprint(f(1))") == "def f(a):\n    return a + 1"
+    snap, hole = snap_and_hole("import os\ndef f(a):\n    return a\n", 1, 2)
+    assert drop_echoes(snap, hole, "import os\ndef f(a):\n    return a") == "def f(a):\n    return a"
+    assert drop_echoes(snap, hole, "def f(a):\n    b = a\n    return b") == "def f(a):\n    b = a\n    return b"
