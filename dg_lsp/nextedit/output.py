@@ -8,8 +8,9 @@
 2. `judge`: the proposal diffed against the window into minimal edits (`minimal_edits`: changed lines, then the
    common characters at either end of each change trimmed); none when
    - "unchanged": the window comes back as it is (trailing whitespace aside);
-   - "reverts last edit": the proposal undoes the user's last edit (or an accepted suggestion), as a whole or as
-     one of its edits (Zed's reversal ratio counts these);
+   - "reverts last edit": the proposal undoes the user's last edit (or an accepted suggestion), as a whole, as
+     one of its edits or on the line it changed, or turns a line back into what any recent edit changed it from
+     (Zed's reversal ratio counts these);
    - "syntax error": the proposal adds syntax errors to the code around it (the fill's gate, dg_lsp.syntax).
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 
 from dg_lsp.documents import Snapshot
 from dg_lsp.holes import Hole
@@ -149,14 +151,32 @@ def _undoes(line: str, pre: str, old: str, new: str, post: str) -> bool:
     return at_head or at_tail
 
 
-def judge(snap: Snapshot, hole: Hole, proposed: str, last: Edit | None) -> tuple[list[TextEdit], str | None]:
-    """(minimal edits, None) for a proposal to show, else ([], the reason it is not shown)."""
+def reverts_a_line(history: Sequence[Edit], hole: Hole, proposed: str) -> bool:
+    """Does the proposal turn a line back into what one of the recent edits (the user's or an accepted suggestion's;
+    any of them, however far back) changed it from: a changed pair of aligned lines (B -> A) where an edit made A
+    into B? Offsets of older edits have moved since; their touched lines have not."""
+    pairs = {(e.new_lines.strip(), e.old_lines.strip()) for e in history
+             if "\n" not in e.old_lines and "\n" not in e.new_lines and e.old_lines.strip() and e.new_lines.strip()}
+    if not pairs:
+        return False
+    old_rows, new_rows = hole.replaced.split("\n"), proposed.split("\n")
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_rows, new_rows, autojunk=False).get_opcodes():
+        if tag == "replace" and any((a.strip(), b.strip()) in pairs for a in old_rows[i1:i2] for b in new_rows[j1:j2]):
+            return True
+    return False
+
+
+def judge(snap: Snapshot, hole: Hole, proposed: str, history: Sequence[Edit] = ()
+          ) -> tuple[list[TextEdit], str | None]:
+    """(minimal edits, None) for a proposal to show, else ([], the reason it is not shown). `history`: the
+    document's recent edits, oldest first (dg_lsp.nextedit.history)."""
     if _same(proposed, hole.replaced):
         return [], UNCHANGED
     edits = minimal_edits(hole.start, hole.replaced, proposed)
     if not edits:
         return [], UNCHANGED
-    if reverts(last, hole, proposed, edits):
+    last = history[-1] if history and history[-1].after == snap.version else None  # its offsets are current
+    if reverts(last, hole, proposed, edits) or reverts_a_line(history, hole, proposed):
         return [], REVERSAL
     check = prepare_check(snap, hole)
     if check is not None and check.adds_errors(proposed):

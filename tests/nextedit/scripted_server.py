@@ -60,8 +60,9 @@ class Scripted:
         rules = list(self.rules)
         if self.from_history:
             rules += renamed(bytes(i - OFFSET for i in context_ids if i >= OFFSET).decode(errors="replace"))
-        for old, new in rules:
-            text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+        for old, new in rules:  # whole words where the rule starts / ends with a word character
+            head, tail = (r"\b" if re.match(r"\w", old) else ""), (r"\b" if re.search(r"\w$", old) else "")
+            text = re.sub(head + re.escape(old) + tail, lambda _, new=new: new, text)
         return Result(text, confidence=self.confidence)
 
 
