@@ -209,3 +209,16 @@ def test_the_history_reaches_the_prompt_and_goes_with_a_close(servers):
     msg_id, request = ask(srv, URI, 1, 4)
     srv.send(request)
     assert srv.response(msg_id)["result"] == {"edits": []}
+
+
+def test_the_setting_turns_next_edits_off_and_on(servers):
+    srv = servers.scripted([("width", "wide")], {"nextEdit": False})
+    srv.send(rename(srv))
+    msg_id, request = ask(srv, URI, 0, 13)
+    srv.send(request)
+    assert srv.response(msg_id)["result"] == {"edits": []}
+    assert status_counts(srv)["withheld"] == {"disabled": 1}
+    srv.send(srv.notification("workspace/didChangeConfiguration", {"settings": {"dg": {"nextEdit": True}}}))
+    msg_id, request = ask(srv, URI, 0, 13)
+    srv.send(request)
+    assert srv.response(msg_id)["result"]["edits"]
