@@ -195,10 +195,16 @@ export class DgExtension implements vscode.Disposable {
     }
     const client = this.client;
     if (client?.isRunning()) {
-      void client.sendNotification(
-        DidChangeConfigurationNotification.type,
-        didChangeConfigurationParams(toServerSettings(readDg)),
-      );
+      const settings = toServerSettings(readDg);
+      // Logged once written to the server's stdin: the server applies a settings change when it reads it, in
+      // order with the requests around it, so every request sent after this line sees these settings (the
+      // real-editor tests wait for this line instead of a clock).
+      void client
+        .sendNotification(DidChangeConfigurationNotification.type, didChangeConfigurationParams(settings))
+        .then(
+          () => this.output.info(`settings sent to the server: ${JSON.stringify(settings)}`),
+          (err) => this.output.warn(`sending the settings to the server: ${String(err)}`),
+        );
     }
   }
 

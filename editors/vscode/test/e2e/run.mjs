@@ -211,6 +211,30 @@ async function statusText(page) {
   return (await page.locator(".statusbar-item", { hasText: "Dg:" }).first().textContent())?.trim() ?? "";
 }
 
+/** Every settings object the extension logged as sent to the server ("settings sent to the server: {...}" in its
+ * Dg log, written once the didChangeConfiguration is on the server's stdin), oldest first. */
+function settingsSent(ud) {
+  const sent = [];
+  for (const file of logFiles(ud).filter((f) => /Dg\.log$/.test(f))) {
+    for (const m of readFileSync(file, "utf8").matchAll(/settings sent to the server: (\{.*\})$/gm)) sent.push(JSON.parse(m[1]));
+  }
+  return sent;
+}
+
+/**
+ * Writes the workspace's .vscode/settings.json and waits until the extension has sent settings matching `accept`
+ * to the server. The server applies them on arrival, in order with what follows, so the next request sees them:
+ * the acknowledgement to wait on, instead of a clock.
+ */
+async function setWorkspaceSettings(ctx, settings, accept) {
+  const before = settingsSent(ctx.ud).length;
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify(settings, null, 2));
+  const sent = await waitFor(() => settingsSent(ctx.ud).slice(before).find(accept), 60_000,
+    `the settings ${JSON.stringify(settings)} to reach the server`);
+  log(`settings sent to the server: ${JSON.stringify(sent)}`);
+}
+
 // ---- scenarios -----------------------------------------------------------------------------------------
 
 async function statusLoadingToReady(page) {
@@ -454,10 +478,9 @@ async function withheldThenApplyAnyway(page, ctx) {
   // "Apply anyway" button that sends the same command with force; the fill then lands as one undo step.
   mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
   const statusAt = await page.evaluate(() => window.__dgStatus.length);
-  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.minConfidence": 1 }, null, 2));
-  // The configuration change reaches the server (no reload: not a model setting). 1.5 s was too short once on a
-  // loaded machine (the fill landed instead of being withheld): wait longer.
-  await page.waitForTimeout(5000);
+  // The change reaches the server without a reload (not a model setting). No clock: a fixed wait (1.5 s, then
+  // 5 s) once lost to a loaded machine, where the fill landed before the setting did.
+  await setWorkspaceSettings(ctx, { "dg.minConfidence": 1 }, (s) => s.minConfidence === 1);
   try {
     await openFile(page, "gate.py");
     const before = FILES["gate.py"];
@@ -481,8 +504,7 @@ async function withheldThenApplyAnyway(page, ctx) {
     if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
     log(`status while withheld: ${JSON.stringify(await page.evaluate((k) => window.__dgStatus.slice(k), statusAt))}`);
   } finally {
-    writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({}, null, 2));
-    await page.waitForTimeout(1000);
+    await setWorkspaceSettings(ctx, {}, (s) => s.minConfidence === 0);
   }
 }
 
@@ -644,6 +666,15 @@ async function main() {
 
 /** On failure: the extension's "Dg" log (the server's stderr goes there) and code-server's own output. */
 function dumpLogs(ud, csLog) {
+  for (const f of logFiles(ud)) {
+    const text = readFileSync(f, "utf8");
+    console.log(`---- ${f} (${statSync(f).size} bytes, last 60 lines)\n${text.split("\n").slice(-60).join("\n")}`);
+  }
+  console.log(`---- code-server output (last 30 lines)\n${csLog.split("\n").slice(-30).join("\n")}`);
+}
+
+/** The extension's "Dg" log files (the server's stderr goes there too) and the extension hosts' logs. */
+function logFiles(ud) {
   const found = [];
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
@@ -655,11 +686,7 @@ function dumpLogs(ud, csLog) {
   try {
     walk(join(ud, "logs"));
   } catch {}
-  for (const f of found) {
-    const text = readFileSync(f, "utf8");
-    console.log(`---- ${f} (${statSync(f).size} bytes, last 60 lines)\n${text.split("\n").slice(-60).join("\n")}`);
-  }
-  console.log(`---- code-server output (last 30 lines)\n${csLog.split("\n").slice(-30).join("\n")}`);
+  return found;
 }
 
 main().catch((err) => {

@@ -68,6 +68,8 @@ test("a settings change sends didChangeConfiguration with settings.dg", async ()
   assert.deepEqual(client.notifications, [
     { method: "workspace/didChangeConfiguration", params: { settings: { dg: { debounceMs: 200 } } } },
   ]);
+  // The line the real-editor tests wait for before relying on a new setting.
+  assert.ok(S.outputs[0].lines.includes('info: settings sent to the server: {"debounceMs":200}'), S.outputs[0].lines.join("\n"));
 });
 
 test("changing dg.server.* restarts the server with the new command", async () => {
