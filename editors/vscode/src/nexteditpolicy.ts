@@ -143,12 +143,16 @@ export class NextEditPolicy {
         this.waitingForInline = doc.uri;
         return undefined;
       }
-      if (inline?.shownAt === doc.version) return undefined;
+      if (inline?.shownAt === doc.version) {
+        this.host.log(`next edit not asked for v${doc.version}: an inline completion is shown`);
+        return undefined;
+      }
     }
     this.cancelRequest();
     const req = this.host.request(nextEditParams(doc.uri, doc.version, doc.cursor, triggerKind));
     const mine = { uri: doc.uri, cancel: req.cancel };
     this.inflight = mine;
+    this.host.log(`next edit asked for v${doc.version}`);
     let raw: unknown;
     try {
       raw = await req.result;
@@ -157,7 +161,10 @@ export class NextEditPolicy {
       raw = undefined;
     }
     // Cancelled (typing, another editor) or superseded by a newer request meanwhile: its answer is not wanted.
-    if (this.inflight !== mine) return undefined;
+    if (this.inflight !== mine) {
+      this.host.log(`next edit for v${doc.version}: cancelled`);
+      return undefined;
+    }
     this.inflight = undefined;
     const now = this.host.document(doc.uri);
     if (!now || now.version !== doc.version) {
@@ -165,10 +172,13 @@ export class NextEditPolicy {
       return undefined;
     }
     const proposal = parseProposal(raw, doc.uri, doc.version);
-    if (!proposal) return undefined;
-    if (this.current || this.host.active()?.uri !== doc.uri) return undefined;
     const inline = this.inline.get(doc.uri);
-    if (triggerKind === TRIGGER.automatic && (inline?.running || inline?.shownAt === doc.version)) return undefined;
+    const blocked = triggerKind === TRIGGER.automatic && (inline?.running || inline?.shownAt === doc.version);
+    if (!proposal || this.current || this.host.active()?.uri !== doc.uri || blocked) {
+      const why = !proposal ? "nothing to show" : blocked ? "an inline completion is shown" : "not shown";
+      this.host.log(`next edit for v${doc.version}: ${why}`);
+      return undefined;
+    }
     this.showProposal(proposal, now.lines, doc.cursor.line);
     return proposal;
   }

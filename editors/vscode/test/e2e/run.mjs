@@ -116,6 +116,9 @@ function userSettings() {
     "editor.minimap.enabled": false,
     "editor.fontSize": 15,
     "files.autoSave": "off",
+    // Next edits only in their own scenarios (they turn them on in the workspace settings): elsewhere they would
+    // add a model run after every edit on this CPU.
+    "dg.nextEdit": false,
   };
   if (SERVER === "stub") {
     settings["dg.server.command"] = NODE24;
@@ -138,6 +141,10 @@ function serverEnv() {
   return env;
 }
 
+// The next-edit scenarios rename the first `count` to `total`; the other two are what a next edit should follow.
+const NES_TEXT = "def add_all(values):\n    count = 0\n    for v in values:\n        count += v\n    return count\n";
+const NES_RENAMED = NES_TEXT.replace("count", "total");
+
 const FILES = {
   "calc.py": "import math\n\n\n",
   "greet.py": 'def greet(name):\n    message = "hello " + name\n    return message\n',
@@ -146,6 +153,10 @@ const FILES = {
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
   "instruct.py": "def load(url):\n    data = fetch(url)\n    return data\n",
   "gate.py": "def square(x):\n    \n\n\nprint(square(3))\n",
+  "nes_total.py": NES_TEXT,
+  "nes_dismiss.py": NES_TEXT,
+  "nes_indicator.py": NES_TEXT,
+  "ghost_nes.py": "import math\n\n\n",
   "gguf.py": "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math.\n",
 };
 
@@ -508,6 +519,225 @@ async function withheldThenApplyAnyway(page, ctx) {
   }
 }
 
+// ---- next edits ----------------------------------------------------------------------------------------
+
+/** The extension's next-edit log lines ("next edit shown: {...}", "next edit dismissed (...)", ...), oldest first. */
+function nextEditLog(ud) {
+  const lines = [];
+  for (const file of logFiles(ud).filter((f) => /Dg\.log$/.test(f))) {
+    for (const m of readFileSync(file, "utf8").matchAll(/\] (next edit .*)$/gm)) lines.push(m[1]);
+  }
+  return lines;
+}
+
+/** Waits for a next-edit log line after the first `since` ones that matches `re`; returns its match. */
+async function waitForNextEditLog(ctx, since, re, what, page, ms = FILL_TIMEOUT) {
+  return waitFor(() => nextEditLog(ctx.ud).slice(since).map((l) => re.exec(l)).find(Boolean), ms, what, page);
+}
+
+/** What the proposal's decorations put on screen: struck-through text, and the text attached before/after. */
+async function nextEditDecorations(page) {
+  return page.evaluate(() => {
+    const root = document.querySelector(".editor-group-container.active .monaco-editor .view-lines");
+    const struck = [];
+    const attached = [];
+    for (const el of root?.querySelectorAll("span") ?? []) {
+      if (getComputedStyle(el).textDecorationLine.includes("line-through")) struck.push(el.textContent);
+      for (const pseudo of ["::before", "::after"]) {
+        const c = getComputedStyle(el, pseudo).content;
+        if (c && c !== "none" && c !== "normal" && c !== '""') attached.push(c.slice(1, -1));
+      }
+    }
+    const gutter = document.querySelectorAll(".editor-group-container.active .monaco-editor .margin-view-overlays .cgmr, .editor-group-container.active .monaco-editor .glyph-margin-widgets .cgmr").length;
+    return { struck: struck.map((t) => t.replace(/\u00a0/g, " ")), attached: attached.map((t) => t.replace(/\u00a0/g, " ")), gutter };
+  });
+}
+
+/** "Ln 2, Col 10" from the status bar: where the cursor is. */
+async function cursorPosition(page) {
+  const texts = await page.locator(".statusbar-item").allTextContents();
+  return texts.map((t) => /Ln \d+, Col \d+/.exec(t)?.[0]).find(Boolean) ?? "";
+}
+
+/** The text with a proposal's edits (sorted, LSP positions) applied. */
+function applyEdits(text, edits) {
+  const lines = text.split("\n");
+  const offset = ({ line, character }) => lines.slice(0, line).reduce((n, l) => n + l.length + 1, 0) + character;
+  let out = "";
+  let at = 0;
+  for (const e of edits) {
+    out += text.slice(at, offset(e.range.start)) + e.text;
+    at = offset(e.range.end);
+  }
+  return out + text.slice(at);
+}
+
+/** Opens `name` (NES_TEXT), renames the first `count` to `total` like a user would, and waits for the next edit
+ * drawn for it; returns the proposal ({uri, version, edits}) as the extension logged it. */
+async function renameAndWaitForNextEdit(page, ctx, name) {
+  await openFile(page, name);
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Home"); // the first non-blank character: `count`
+  await page.keyboard.press("Control+Shift+ArrowRight");
+  const since = nextEditLog(ctx.ud).length;
+  await page.keyboard.type("total", { delay: 15 });
+  const [, json] = await waitForNextEditLog(ctx, since, /^next edit shown: (\{.*\})$/, "a next edit after the rename", page);
+  const proposal = JSON.parse(json);
+  log(`next edit shown: ${JSON.stringify(proposal.edits)}`);
+  return proposal;
+}
+
+async function nextEditShownAndTab(page, ctx) {
+  await setWorkspaceSettings(ctx, { "dg.nextEdit": true }, (s) => s.nextEdit === true);
+  try {
+    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_total.py");
+    const cursor = await cursorPosition(page);
+    if (cursor !== "Ln 2, Col 10") throw new Error(`the cursor moved when the next edit was shown: ${cursor}`);
+    const drawn = await waitFor(async () => {
+      const d = await nextEditDecorations(page);
+      return d.struck.length + d.attached.length > 0 ? d : undefined;
+    }, 10_000, "the next edit's decorations");
+    log(`decorations: ${JSON.stringify(drawn)}`);
+    const removes = proposal.edits.some((e) => e.range.start.line !== e.range.end.line || e.range.start.character !== e.range.end.character);
+    if (removes && drawn.struck.length === 0) throw new Error("the text the next edit removes is not struck through");
+    const inserted = proposal.edits.filter((e) => e.text !== "").map((e) => e.text.split("\n").find((l) => l.trim() !== "")?.trim()).filter(Boolean);
+    for (const text of inserted) {
+      if (!drawn.attached.some((a) => a.includes(text))) throw new Error(`the inserted text ${JSON.stringify(text)} is not drawn: ${JSON.stringify(drawn.attached)}`);
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const shot = join(ARTIFACTS, "next-edit.png");
+    await page.screenshot({ path: shot });
+    if (UPDATE_SCREENSHOT) {
+      copyFileSync(shot, join(EXT_DIR, "media/next-edit.png"));
+      log("updated media/next-edit.png");
+    }
+    const since = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Tab");
+    await waitForNextEditLog(ctx, since, /^next edit accepted/, "Tab to accept the next edit", page, 30_000);
+    const after = await saveAndRead(page, ctx, "nes_total.py");
+    const expected = applyEdits(NES_RENAMED, proposal.edits);
+    if (after !== expected) throw new Error(`after Tab ${JSON.stringify(after)}, the proposal was ${JSON.stringify(expected)}`);
+    const left = await nextEditDecorations(page);
+    if (left.struck.length > 0) throw new Error(`decorations left after accepting: ${JSON.stringify(left)}`);
+    await page.keyboard.press("Control+z");
+    const undone = await saveAndRead(page, ctx, "nes_total.py");
+    if (undone !== NES_RENAMED) throw new Error(`one undo did not take the next edit back: ${JSON.stringify(undone)}`);
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
+  }
+}
+
+async function nextEditTypingDismisses(page, ctx) {
+  await setWorkspaceSettings(ctx, { "dg.nextEdit": true }, (s) => s.nextEdit === true);
+  try {
+    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_dismiss.py");
+    // Type, then Tab at once: the proposal is for the version before the keystroke, so Tab must not apply it.
+    let since = nextEditLog(ctx.ud).length;
+    await page.keyboard.type("s");
+    await page.keyboard.press("Tab");
+    await waitForNextEditLog(ctx, since, /^next edit dismissed \(the document changed\)/, "typing to dismiss the next edit", page, 30_000);
+    const d = await nextEditDecorations(page);
+    const newer = nextEditLog(ctx.ud).slice(since).some((l) => /^next edit shown/.test(l));
+    if (d.struck.length > 0 && !newer) throw new Error(`decorations left after typing: ${JSON.stringify(d)}`);
+    let text = await saveAndRead(page, ctx, "nes_dismiss.py");
+    const squash = (t) => t.replace(/\s+/g, "");
+    if (squash(text) !== squash(NES_RENAMED.replace("total = 0", "totals = 0"))) {
+      throw new Error(`a dismissed next edit was applied (it was ${JSON.stringify(proposal.edits)}): ${JSON.stringify(text)}`);
+    }
+    if (nextEditLog(ctx.ud).slice(since).some((l) => /^next edit accepted/.test(l))) throw new Error("a stale next edit was accepted");
+    // A next edit asked for a version the user then types past: its answer is never applied.
+    await page.keyboard.press("Escape");
+    // (Ghost text in the way holds the request back: type on until one is asked.)
+    since = nextEditLog(ctx.ud).length;
+    let typed = "";
+    let asked;
+    while (!asked && typed.length < 6) {
+      const at = nextEditLog(ctx.ud).length;
+      typed += "y";
+      await page.keyboard.type("y");
+      const m = await waitForNextEditLog(ctx, at, /^next edit (asked|not asked) for v(\d+)/, "a next-edit request", page, 30_000);
+      if (m[1] === "asked") asked = m[2];
+    }
+    if (!asked) throw new Error("no next-edit request after typing");
+    typed += "z";
+    await page.keyboard.type("z");
+    const outcome = await waitForNextEditLog(ctx, since,
+      new RegExp(`^next edit (for v${asked}: .*|discarded \\(stale\\): computed for v${asked}.*|shown: .*"version":${asked}[,}].*)$`),
+      "the outcome of the request typed past", page);
+    log(`request for v${asked}, typed past: ${outcome[1].slice(0, 160)}`);
+    await page.keyboard.press("Escape");
+    const final = await saveAndRead(page, ctx, "nes_dismiss.py");
+    if (!final.includes(typed) || squash(final).replace(typed, "") !== squash(text)) {
+      throw new Error(`the text is not what was typed (${JSON.stringify(text)} + ${JSON.stringify(typed)}): ${JSON.stringify(final)}`);
+    }
+    if (nextEditLog(ctx.ud).slice(since).some((l) => /^next edit accepted/.test(l))) throw new Error("a stale next edit was accepted");
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
+  }
+}
+
+async function nextEditIndicatorOnly(page, ctx) {
+  await setWorkspaceSettings(ctx, { "dg.nextEdit": true, "dg.nextEditIndicatorOnly": true }, (s) => s.nextEditIndicatorOnly === true);
+  try {
+    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_indicator.py");
+    const drawn = await waitFor(async () => {
+      const d = await nextEditDecorations(page);
+      return d.gutter > 0 ? d : undefined;
+    }, 10_000, "the next edit's gutter mark");
+    if (drawn.struck.length > 0) throw new Error(`indicator-only drew the diff: ${JSON.stringify(drawn)}`);
+    const since = nextEditLog(ctx.ud).length;
+    await runCommand(page, "Dg: Accept Next Edit");
+    await waitForNextEditLog(ctx, since, /^next edit accepted/, "Dg: Accept Next Edit", page, 30_000);
+    const after = await saveAndRead(page, ctx, "nes_indicator.py");
+    const expected = applyEdits(NES_RENAMED, proposal.edits);
+    if (after !== expected) throw new Error(`after accepting ${JSON.stringify(after)}, the proposal was ${JSON.stringify(expected)}`);
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false && s.nextEditIndicatorOnly === false);
+  }
+}
+
+async function ghostTextWinsTab(page, ctx) {
+  // Ghost text and a next edit never fight over Tab: while ghost text is shown no next edit is asked for, and Tab
+  // accepts the ghost text.
+  await setWorkspaceSettings(ctx, { "dg.nextEdit": true }, (s) => s.nextEdit === true);
+  try {
+    await openFile(page, "ghost_nes.py");
+    await page.keyboard.press("Control+End");
+    const since = nextEditLog(ctx.ud).length;
+    await page.keyboard.type("def circle_area(radius):", { delay: 15 });
+    await page.keyboard.press("Enter");
+    const body = "return math.pi * radius ** 2";
+    let typed = "";
+    const shown = async (ms) =>
+      waitFor(async () => ((await ghostText(page)).trim() ? ghostText(page) : undefined), ms, "ghost text", page).catch((err) => {
+        if (/server is down/.test(err.message)) throw err;
+        return undefined;
+      });
+    let ghost = await shown(20_000);
+    while (!ghost && typed.length < 12) {
+      typed += body[typed.length];
+      await page.keyboard.type(typed.at(-1));
+      ghost = await shown(10_000);
+    }
+    if (!ghost) throw new Error(`no ghost text after the header and ${JSON.stringify(typed)}`);
+    const [, version] = await waitForNextEditLog(ctx, since, /^next edit (?:not asked for v(\d+)|for v(\d+)): an inline completion is shown/,
+      "the next edit held back for the ghost text", page, 30_000).then((m) => [m[0], m[1] ?? m[2]]);
+    log(`ghost text ${JSON.stringify(ghost)}; next edit for v${version} held back`);
+    if ((await nextEditDecorations(page)).struck.length > 0) throw new Error("a next edit is drawn next to the ghost text");
+    const tabAt = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Tab");
+    await page.waitForTimeout(300);
+    await page.keyboard.press("Escape");
+    const after = await saveAndRead(page, ctx, "ghost_nes.py");
+    const firstGhostLine = ghost.split("\n").find((l) => l.trim() !== "").trim();
+    if (!after.includes(firstGhostLine)) throw new Error(`Tab did not accept the ghost text ${JSON.stringify(firstGhostLine)}: ${JSON.stringify(after)}`);
+    if (nextEditLog(ctx.ud).slice(tabAt).some((l) => /^next edit accepted/.test(l))) throw new Error("Tab accepted a next edit, not the ghost text");
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
+  }
+}
+
 async function ggufModelFills(page, ctx) {
   // The shipped model as a GGUF alone in a directory, named by the workspace's dg.modelPath: the server
   // reloads (loading -> ready) on the setting change.
@@ -626,6 +856,10 @@ async function main() {
       ["instruct", "Dg: Rewrite Selection… sends an instruction; the fim model's refusal is shown, text unchanged", rewriteWithInstruction],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
       ["withheld", "below dg.minConfidence Dg: Fill Hole edits nothing; 'Apply anyway' applies it, one undo", withheldThenApplyAnyway],
+      ["nextedit", "after an edit a next edit is drawn (cursor unmoved); Tab applies exactly it; one undo", nextEditShownAndTab],
+      ["nexttyping", "typing dismisses a next edit; a proposal for an older version is never applied", nextEditTypingDismisses],
+      ["nextindicator", "indicator-only: a gutter mark, Tab left alone, Dg: Accept Next Edit applies it", nextEditIndicatorOnly],
+      ["nextghost", "with ghost text shown no next edit is asked for, and Tab accepts the ghost text", ghostTextWinsTab],
       ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key))
