@@ -113,8 +113,11 @@ export class DgExtension implements vscode.Disposable {
 
   toggle(): boolean {
     const on = this.gate.toggle();
-    // Turning off should also take away ghost text that is already on screen.
-    if (!on) void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+    // Turning off should also take away ghost text and a next edit that are already on screen.
+    if (!on) {
+      void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+      this.nextEdit.policy.dismiss("Dg: Toggle");
+    }
     return on;
   }
 
