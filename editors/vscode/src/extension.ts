@@ -107,7 +107,11 @@ export class DgExtension implements vscode.Disposable {
     reg(COMMANDS.restart, () => this.restart());
     reg(COMMANDS.acceptNextEdit, () => this.nextEdit.policy.accept());
     reg(COMMANDS.dismissNextEdit, () => this.nextEdit.policy.dismiss("Escape"));
-    reg(COMMANDS.suggestNextEdit, () => this.nextEdit.policy.ask(TRIGGER.invoked));
+    reg(COMMANDS.suggestNextEdit, async () => {
+      const proposal = await this.nextEdit.policy.ask(TRIGGER.invoked);
+      if (!proposal) vscode.window.setStatusBarMessage("Dg: no next edit here", 3000);
+      return proposal;
+    });
     this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)));
   }
 

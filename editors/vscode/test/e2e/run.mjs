@@ -356,7 +356,10 @@ async function rewriteSelectionAndUndo(page, ctx) {
   const selected = 'message = "hello " + name';
   const suffix = "\n    return message\n";
   // The editor's context menu offers it while there is a selection.
-  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  // The selection is painted a moment after the keys (a loaded machine once read no box here).
+  const selection = page.locator(".editor-group-container.active .selected-text").first();
+  await selection.waitFor({ state: "visible", timeout: 15_000 });
+  const box = await selection.boundingBox();
   if (!box) throw new Error("no visible selection");
   await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
   const menuItem = page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection" });
@@ -431,7 +434,10 @@ async function rewriteWithInstruction(page, ctx) {
   await page.keyboard.press("ArrowDown");
   await page.keyboard.press("End");
   await page.keyboard.press("Shift+Home");
-  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  // The selection is painted a moment after the keys (a loaded machine once read no box here).
+  const selection = page.locator(".editor-group-container.active .selected-text").first();
+  await selection.waitFor({ state: "visible", timeout: 15_000 });
+  const box = await selection.boundingBox();
   if (!box) throw new Error("no visible selection");
   await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
   await page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection…" }).first().waitFor({ timeout: 15_000 });

@@ -126,6 +126,14 @@ test("no request when the server does not answer next edits, or with dg.nextEdit
   assert.equal(client.requests.length, 0);
 });
 
+test("Dg: Suggest Next Edit asks at the cursor (triggerKind 1) and says so when there is nothing", async () => {
+  const { client } = await setup({ "dg.nextEditDebounceMs": 5000 });
+  client.answer = async () => ({ edits: [] });
+  assert.equal(await vscode.commands.executeCommand("dg.suggestNextEditCommand"), undefined);
+  assert.equal(client.requests[0].params.context.triggerKind, 1);
+  assert.deepEqual(S.messages.map((m) => [m.level, m.text]), [["statusbar", "Dg: no next edit here"]]);
+});
+
 test("indicator-only: a gutter mark on the proposal's first line, Tab left alone", async () => {
   const { editor } = await setup({ "dg.nextEditIndicatorOnly": true });
   type(editor);

@@ -127,6 +127,10 @@ const window = {
     const token = { isCancellationRequested: cancel, onCancellationRequested: () => ({ dispose() {} }) };
     return task({ report() {} }, token);
   },
+  setStatusBarMessage(text, timeout) {
+    state.messages.push({ level: "statusbar", text, items: [timeout] });
+    return { dispose() {} };
+  },
   showInputBox(options) {
     state.inputBoxes.push(options);
     return Promise.resolve(state.inputBoxAnswer);
