@@ -56,8 +56,8 @@ def register(server: DgServer) -> None:
 
     @server.feature(DID_SHOW)
     def did_show(ls: DgServer, params: Any) -> None:
-        item = plain(params).get("item") if isinstance(plain(params), dict) else None
-        if isinstance(item, dict):
+        shown = plain(params)
+        if isinstance(shown, dict) and isinstance(shown.get("item"), dict):
             ls.next_edits.counts.shown += 1
 
     server.command(ACCEPT)(accept)
@@ -143,7 +143,7 @@ async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
     out = await ls.fill(snap, hole, "keystroke", seen.trace, shape=shape)
     edits, reason = [], out.reason
     if out.fill is not None:
-        edits, reason = judge(snap, hole, out.fill, state.history.last(snap.uri))
+        edits, reason = judge(snap, hole, out.fill, state.history.recent(snap.uri))
     if edits and ls.moved_on(snap):  # no await since the fill: a didChange cannot have slipped in, but say so
         edits, reason = [], "document changed"
     out.stats.reason = reason
