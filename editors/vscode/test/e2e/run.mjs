@@ -20,7 +20,7 @@
 //   Next edits (before 8; each turns dg.nextEdit on in the workspace settings, off elsewhere):
 //   nextedit: after a rename a next edit is drawn (struck-through and attached text in the DOM), the cursor stays,
 //      Tab applies exactly the proposal the extension logged, one undo takes it back;
-//   nexttyping: typing dismisses it, Tab right after a keystroke does not apply it, and a request the user types
+//   nexttyping: Escape dismisses it, so does typing, Tab right after a keystroke does not apply it, and a request the user types
 //      past is never applied; nextindicator: indicator-only mode draws a gutter mark, "Dg: Accept Next Edit" applies;
 //   nextghost: while ghost text is shown no next edit is asked for, and Tab accepts the ghost text.
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
@@ -650,9 +650,20 @@ async function nextEditShownAndTab(page, ctx) {
 async function nextEditTypingDismisses(page, ctx) {
   await setWorkspaceSettings(ctx, NEXT_EDIT_ONLY, (s) => s.nextEdit === true);
   try {
-    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_dismiss.txt");
-    // Type, then Tab at once: the proposal is for the version before the keystroke, so Tab must not apply it.
+    await renameAndWaitForNextEdit(page, ctx, "nes_dismiss.txt");
+    // Escape takes it away and changes nothing.
     let since = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Escape");
+    await waitForNextEditLog(ctx, since, /^next edit dismissed \(Escape\)/, "Escape to dismiss the next edit", page, 30_000);
+    await waitFor(async () => (await nextEditDecorations(page)).struck.length === 0, 10_000, "the decorations to go after Escape");
+    if ((await saveAndRead(page, ctx, "nes_dismiss.txt")) !== NES_RENAMED) throw new Error("Escape changed the text");
+    // Asked again at the same place ("Dg: Suggest Next Edit"), the server proposes again.
+    since = nextEditLog(ctx.ud).length;
+    await runCommand(page, "Dg: Suggest Next Edit");
+    const [, json] = await waitForNextEditLog(ctx, since, /^next edit shown: (\{.*\})$/, "the next edit asked for again", page);
+    const proposal = JSON.parse(json);
+    // Type, then Tab at once: the proposal is for the version before the keystroke, so Tab must not apply it.
+    since = nextEditLog(ctx.ud).length;
     await page.keyboard.type("s");
     await page.keyboard.press("Tab");
     await waitForNextEditLog(ctx, since, /^next edit dismissed \(the document changed\)/, "typing to dismiss the next edit", page, 30_000);
@@ -879,7 +890,7 @@ async function main() {
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
       ["withheld", "below dg.minConfidence Dg: Fill Hole edits nothing; 'Apply anyway' applies it, one undo", withheldThenApplyAnyway],
       ["nextedit", "after an edit a next edit is drawn (cursor unmoved); Tab applies exactly it; one undo", nextEditShownAndTab],
-      ["nexttyping", "typing dismisses a next edit; a proposal for an older version is never applied", nextEditTypingDismisses],
+      ["nexttyping", "Escape and typing dismiss a next edit; a proposal for an older version is never applied", nextEditTypingDismisses],
       ["nextindicator", "indicator-only: a gutter mark, Tab left alone, Dg: Accept Next Edit applies it", nextEditIndicatorOnly],
       ["nextghost", "with ghost text shown no next edit is asked for, and Tab accepts the ghost text", ghostTextWinsTab],
       ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
