@@ -1,0 +1,175 @@
+"""Next edits in the Neovim plugin (editors/neovim/lua/dg/nextedit): headless Neovim 0.12 driven through pynvim.
+
+Three layers like tests/editors/test_neovim.py: the Lua logic alone (`nvim -l tests/test_nextedit.lua`), the plugin
+against the scripted stub server (exact proposals, a log of what was shown and accepted), and the plugin against
+the real dg-lsp server with the shipped model.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.editors.test_neovim import NVIM, PLUGIN, STUB_CMD, WHY_NOT, Editor, pynvim, stub_events, wait_for
+
+pytestmark = [pytest.mark.editor, pytest.mark.skipif(NVIM is None or pynvim is None, reason=WHY_NOT)]
+
+MARKS = """
+local ns = require('dg.nextedit').ns
+return vim.tbl_map(function(m)
+  local d = m[4]
+  return {row = m[2], col = m[3], end_col = d.end_col, hl = d.hl_group, sign = d.sign_text and vim.trim(d.sign_text),
+          inline = d.virt_text and d.virt_text[1][1],
+          lines = d.virt_lines and vim.tbl_map(function(l) return l[1][1] end, d.virt_lines)}
+end, vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true}))
+"""
+
+
+@pytest.fixture
+def editor(tmp_path):
+    ed = Editor(tmp_path)
+    yield ed
+    ed.close()
+
+
+def marks(editor: Editor) -> list[dict]:
+    return editor.lua(MARKS)
+
+
+def shown(editor: Editor) -> bool:
+    return editor.lua("return require('dg.nextedit').get(0) ~= nil")
+
+
+def test_lua_nextedit_logic():
+    proc = subprocess.run([NVIM, "--clean", "--headless", "-l", str(PLUGIN / "tests" / "test_nextedit.lua")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 failed" in proc.stdout
+
+
+# --- against the scripted server ----------------------------------------------------------------------------------
+
+RENAME = "count = 1\nprint(count)\ntotal = count + 1\n"
+# After `cwn<Esc>` on line 1: the two other uses of the old name.
+RENAME_EDITS = [
+    {"text": "n", "range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 11}}},
+    {"text": "n", "range": {"start": {"line": 2, "character": 8}, "end": {"line": 2, "character": 13}}},
+]
+RENAMED = ["n = 1", "print(n)", "total = n + 1"]
+
+
+def start_stub(editor: Editor, tmp_path, edits=RENAME_EDITS, text=RENAME, **settings) -> None:
+    settings = {"stubLog": str(tmp_path / "stub.jsonl"), "stubDelay": 0.02, "stubNextEdit": edits,
+                "nextEditDebounceMs": 100, **settings}
+    editor.setup(STUB_CMD, settings)
+    editor.open("demo.py", text)
+    editor.wait_ready(30)
+
+
+def events(tmp_path, kind: str) -> list[dict]:
+    return [e for e in stub_events(tmp_path) if e["event"] == kind]
+
+
+def rename_and_wait(editor: Editor) -> None:
+    editor.nvim.input("1Gcwn<Esc>")
+    wait_for(lambda: shown(editor), 10, "the next edit")
+
+
+def test_stub_edit_shows_a_proposal_and_tab_accepts_it_in_one_undo(editor, tmp_path):
+    start_stub(editor, tmp_path)
+    rename_and_wait(editor)
+    assert editor.lines() == ["n = 1", "print(count)", "total = count + 1"]  # drawn, not applied
+    assert tuple(editor.nvim.current.window.cursor) == (1, 0)  # where the edit left it
+    assert marks(editor) == [
+        {"row": 1, "col": 6, "end_col": 11, "hl": "DgNextEditDelete"},
+        {"row": 1, "col": 11, "inline": "n"},
+        {"row": 2, "col": 8, "end_col": 13, "hl": "DgNextEditDelete"},
+        {"row": 2, "col": 13, "inline": "n"},
+    ]
+    [request] = events(tmp_path, "nextEdit")
+    assert request["version"] == request["documentVersion"] and request["trigger"] == 2
+    assert (request["line"], request["character"]) == (0, 0)
+    wait_for(lambda: events(tmp_path, "nextEditShown"), 5, "didShowInlineEdit")
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
+    assert marks(editor) == [] and not shown(editor)
+    [accepted] = wait_for(lambda: events(tmp_path, "nextEditAccepted"), 5, "dg.acceptNextEdit")
+    assert accepted["argument"]["version"] == request["version"] and accepted["argument"]["id"] == "ne-1"
+    assert accepted["text"] == "\n".join(RENAMED) + "\n"  # the server had the accepted text before the command
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == ["n = 1", "print(count)", "total = count + 1"], 5, "one undo")
+
+
+def test_stub_typing_dismisses_and_asks_again(editor, tmp_path):
+    start_stub(editor, tmp_path)
+    rename_and_wait(editor)
+    editor.nvim.input("A2")  # "n = 12"
+    wait_for(lambda: not marks(editor), 5, "the proposal to go")
+    assert editor.lines()[0] == "n = 12"
+    requests = wait_for(lambda: len(events(tmp_path, "nextEdit")) >= 2 and events(tmp_path, "nextEdit"), 10,
+                        "a new request after the pause")
+    assert requests[1]["version"] > requests[0]["version"]
+
+
+def test_stub_escape_and_the_command_dismiss(editor, tmp_path):
+    start_stub(editor, tmp_path)
+    rename_and_wait(editor)
+    editor.nvim.input("<Esc>")
+    wait_for(lambda: not shown(editor), 5, "Escape to dismiss")
+    assert marks(editor) == [] and editor.lines()[1] == "print(count)"
+    assert not editor.lua("return vim.fn.maparg('<Esc>', 'n') ~= ''")  # its mapping went with it
+    editor.nvim.command("DgNextEdit")  # ask again, now
+    wait_for(lambda: shown(editor), 10, "the invoked proposal")
+    assert events(tmp_path, "nextEdit")[-1]["trigger"] == 1
+    editor.nvim.command("DgNextEditDismiss")
+    assert not shown(editor) and marks(editor) == []
+    editor.nvim.input("<Tab>")  # nothing shown: Normal mode's <Tab> (jump forward), no edit
+    assert editor.lines() == ["n = 1", "print(count)", "total = count + 1"]
+
+
+def test_stub_a_stale_proposal_is_never_applied(editor, tmp_path):
+    start_stub(editor, tmp_path)
+    rename_and_wait(editor)
+    # The buffer changes after the answer, and the accept comes before any autocommand could hide the proposal.
+    editor.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, {'total = count + 2'})\n"
+               "pcall(vim.cmd.DgNextEditAccept)")
+    assert editor.lines() == ["n = 1", "print(count)", "total = count + 2"]
+    assert "the buffer changed since it was proposed" in editor.messages()
+    assert not shown(editor)
+    assert not events(tmp_path, "nextEditAccepted")
+
+
+def test_stub_tab_without_a_proposal_keeps_its_meaning(editor, tmp_path):
+    """No proposal: Tab in Insert mode inserts a tab, and with ghost text shown it accepts the ghost text."""
+    start_stub(editor, tmp_path, edits=[], stubText="42")
+    editor.lua("vim.bo.expandtab = false; vim.bo.softtabstop = 0")
+    editor.lua("require('dg').toggle(false)")  # no ghost text
+    editor.nvim.input("1GA<Tab>x<Esc>")
+    wait_for(lambda: editor.lines()[0] == "count = 1\tx", 5, "a literal tab")
+    wait_for(lambda: editor.lua("require('dg').toggle(true); return true"), 1, "")
+    editor.nvim.input("A ")
+    wait_for(editor.ghost, 10, "ghost text")
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.lines()[0] == "count = 1\tx 42", 5, "the ghost text accepted")
+    assert not shown(editor)
+
+
+def test_stub_ghost_text_wins_over_a_proposal(editor, tmp_path):
+    """A proposal answered before the ghost text goes when the ghost text comes; Tab then accepts the ghost text."""
+    start_stub(editor, tmp_path, stubText="42", nextEditDebounceMs=0)
+    editor.nvim.input("3GA ")
+    wait_for(editor.ghost, 10, "ghost text")
+    wait_for(lambda: not shown(editor), 5, "no proposal while ghost text is shown")
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.lines()[2] == "total = count + 1 42", 5, "the ghost text accepted")
+    assert editor.lines()[:2] == ["count = 1", "print(count)"]
+
+
+def test_stub_indicator_only_shows_a_sign_and_the_command_accepts(editor, tmp_path):
+    start_stub(editor, tmp_path, nextEditIndicatorOnly=True)
+    rename_and_wait(editor)
+    assert marks(editor) == [{"row": 1, "col": 0, "sign": "»"}]
+    assert not editor.lua("return vim.fn.maparg('<Tab>', 'n') ~= ''")  # Tab stays Tab
+    editor.nvim.command("DgNextEditAccept")
+    wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
