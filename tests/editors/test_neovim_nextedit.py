@@ -101,6 +101,24 @@ def test_stub_edit_shows_a_proposal_and_tab_accepts_it_in_one_undo(editor, tmp_p
     wait_for(lambda: editor.lines() == ["n = 1", "print(count)", "total = count + 1"], 5, "one undo")
 
 
+def test_stub_insert_mode_tab_accepts_and_stays_in_insert_mode(editor, tmp_path):
+    """A proposal shown while in Insert mode: Tab takes it (one undo step of its own), Esc dismisses the next."""
+    start_stub(editor, tmp_path)
+    editor.lua("vim.lsp.inline_completion.enable(false, {bufnr = 0})")  # no ghost text to give way to
+    editor.nvim.input("1Gcwn")
+    wait_for(lambda: shown(editor), 10, "the next edit")
+    assert editor.mode() == "i" and editor.lines()[0] == "n = 1"
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
+    assert editor.mode() == "i"
+    wait_for(lambda: shown(editor), 10, "the next proposal (the stub proposes again)")
+    editor.nvim.input("<Esc>")
+    wait_for(lambda: editor.mode() == "n" and not shown(editor), 5, "Esc to leave Insert mode and dismiss")
+    assert editor.lines() == RENAMED
+    editor.nvim.input("u")
+    wait_for(lambda: editor.lines() == ["n = 1", "print(count)", "total = count + 1"], 5, "undo of the accept only")
+
+
 def test_stub_typing_dismisses_and_asks_again(editor, tmp_path):
     start_stub(editor, tmp_path)
     rename_and_wait(editor)

@@ -6,6 +6,7 @@
 --- completion menu or inline ghost text is shown. The accept key (default <Tab>, Normal and Insert mode) exists
 --- only while a proposal is shown, so otherwise the key does what it did. Accepting applies every edit as one
 --- undo step, only if the buffer is still at the proposal's version, then runs the edit's command.
+local keys = require("dg.nextedit.keys")
 local view = require("dg.nextedit.view")
 
 local M = {}
@@ -95,17 +96,6 @@ function M.cancel(bufnr)
   end
 end
 
-local function unmap(bufnr, p)
-  api.nvim_buf_call(bufnr, function()
-    for _, m in ipairs(p.mapped) do
-      pcall(vim.keymap.del, m.mode, m.lhs, { buffer = bufnr })
-    end
-    for _, s in ipairs(p.saved) do
-      vim.fn.mapset(s.mode, false, s.dict)
-    end
-  end)
-end
-
 --- Remove the proposal of `bufnr` (its marks and keys). Returns false when none was shown.
 ---@param bufnr integer|nil
 ---@return boolean
@@ -119,7 +109,7 @@ function M.hide(bufnr)
   st.proposal = nil
   if api.nvim_buf_is_valid(bufnr) then
     api.nvim_buf_clear_namespace(bufnr, M.ns, 0, -1)
-    unmap(bufnr, p)
+    keys.unmap(bufnr, p)
   end
   return true
 end
@@ -184,43 +174,6 @@ function M.accept(bufnr, from_key)
   return true
 end
 
-local function feed(lhs)
-  -- "m": through the mappings now in place again (the user's own, dg's ghost-text accept) or the built-in key;
-  -- "i": before whatever was typed after it
-  api.nvim_feedkeys(vim.keycode(lhs), "mi", false)
-end
-
-local function map(bufnr, p, mode, lhs, fn, desc)
-  local saved = api.nvim_buf_call(bufnr, function()
-    return vim.fn.maparg(lhs, mode, false, true)
-  end)
-  if saved.buffer == 1 then
-    table.insert(p.saved, { mode = mode, dict = saved })
-  end
-  table.insert(p.mapped, { mode = mode, lhs = lhs })
-  vim.keymap.set(mode, lhs, fn, { buffer = bufnr, nowait = true, desc = desc })
-end
-
-local function set_keys(bufnr, p)
-  local accept, dismiss = M.opts.accept_key, M.opts.dismiss_key
-  if accept then
-    for _, mode in ipairs({ "n", "i" }) do
-      map(bufnr, p, mode, accept, function()
-        if not M.accept(bufnr, true) then
-          M.hide(bufnr)
-          feed(accept)
-        end
-      end, "dg: accept the next edit")
-    end
-  end
-  if dismiss then
-    map(bufnr, p, "n", dismiss, function()
-      M.hide(bufnr)
-      feed(dismiss)
-    end, "dg: dismiss the next edit")
-  end
-end
-
 --- Why `edits` (answered for `version`) cannot be shown in `bufnr` now, or nil.
 function M.refusal(bufnr, version, edits)
   if type(edits) ~= "table" or #edits == 0 then
@@ -266,7 +219,11 @@ function M.show(bufnr, proposal)
     for _, mark in ipairs(layout.marks) do
       api.nvim_buf_set_extmark(bufnr, M.ns, mark[1], mark[2], mark[3])
     end
-    set_keys(bufnr, p)
+    keys.set(bufnr, p, M.opts.accept_key, M.opts.dismiss_key, function()
+      return M.accept(bufnr, true)
+    end, function()
+      M.hide(bufnr)
+    end)
   end
   buf_state(bufnr).proposal = p
   client:notify(M.SHOWN, { item = proposal.edits[1] })
