@@ -11,7 +11,11 @@ import subprocess
 
 import pytest
 
-from tests.editors.test_neovim import NVIM, PLUGIN, STUB_CMD, WHY_NOT, Editor, pynvim, stub_events, wait_for
+from tests.editors.test_neovim import (
+    DEFAULT_MODEL, NVIM, PLUGIN, REAL_CMD, REAL_FILL_S, REAL_READY_S, STUB_CMD, WHY_NOT, Editor, pynvim, stub_events,
+    wait_for,
+)
+from tests.nextedit.conftest import apply
 
 pytestmark = [pytest.mark.editor, pytest.mark.skipif(NVIM is None or pynvim is None, reason=WHY_NOT)]
 
@@ -191,3 +195,122 @@ def test_stub_indicator_only_shows_a_sign_and_the_command_accepts(editor, tmp_pa
     assert not editor.lua("return vim.fn.maparg('<Tab>', 'n') ~= ''")  # Tab stays Tab
     editor.nvim.command("DgNextEditAccept")
     wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
+
+
+# --- against the real server and the shipped model --------------------------------------------------------------
+# The shipped model was never trained for next edits: what it proposes is nonsense, but it proposes something in a
+# plain-text file (no syntax gate) for a small edit with minConfidence 0, and the same inputs give the same
+# proposal. The tests check how a proposal is drawn, applied and refused, with the proposal itself as the oracle.
+
+NOTES = "shopping list\n- apples\n- pears\n- plums\n"
+REAL_SETTINGS = {"minConfidence": 0, "nextEditDebounceMs": 100, "nextEditNoise": 0.25}
+
+# Keeps every copilotInlineEdit answer and every workspace/executeCommand (with its answer) the client sent.
+RECORD = """
+_G.dg_nes = {answers = {}, commands = {}}
+local client = vim.lsp.get_clients({name = 'dg', bufnr = 0})[1]
+local request = client.request
+client.request = function(self, method, params, handler, bufnr)
+  if method == 'textDocument/copilotInlineEdit' or method == 'workspace/executeCommand' then
+    local inner = handler
+    handler = function(err, result, ctx)
+      if method == 'workspace/executeCommand' then
+        table.insert(_G.dg_nes.commands, {params = params, result = result, err = err})
+      else
+        table.insert(_G.dg_nes.answers, {version = params.textDocument.version, result = result, err = err})
+      end
+      if inner then return inner(err, result, ctx) end
+    end
+  end
+  return request(self, method, params, handler, bufnr)
+end
+"""
+
+
+def start_real(editor: Editor, name: str, text: str, **settings) -> None:
+    editor.setup(REAL_CMD, {**REAL_SETTINGS, **settings})  # modelPath null: the shipped model
+    editor.open(name, text)
+    editor.wait_ready(REAL_READY_S * 3)
+    editor.lua(RECORD)
+
+
+def recorded(editor: Editor) -> dict:
+    return editor.lua("return _G.dg_nes")
+
+
+def applied(text: str, edits: list[dict]) -> list[str]:
+    """The buffer's lines once `edits` are applied to `text` (the server's reading of positions)."""
+    return apply(text, edits).rstrip("\n").split("\n")
+
+
+def wait_shown(editor: Editor) -> dict:
+    try:
+        wait_for(lambda: shown(editor), REAL_FILL_S * 3, "a next edit from the shipped model")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; answers: {recorded(editor)['answers']}") from None
+    return editor.lua("local p = require('dg.nextedit').get(0); return {version = p.version, edits = p.edits}")
+
+
+needs_model = pytest.mark.skipif(not (DEFAULT_MODEL / "config.json").exists(),
+                                 reason="the shipped default model is not in engine/default_model")
+
+
+@needs_model
+def test_real_edit_shows_a_proposal_and_tab_accepts_it(editor):
+    start_real(editor, "notes.txt", NOTES)
+    editor.nvim.input("2G$x")  # "- apples" -> "- apple", in Normal mode
+    proposal = wait_shown(editor)
+    before = editor.lines()
+    assert before == ["shopping list", "- apple", "- pears", "- plums"]
+    assert proposal["edits"] and all(e["textDocument"]["version"] == proposal["version"] for e in proposal["edits"])
+    assert proposal["version"] == editor.lua("return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+    assert marks(editor), "nothing drawn"
+    assert tuple(editor.nvim.current.window.cursor) == (2, 6)  # where `x` left it
+    expected = applied("\n".join(before) + "\n", proposal["edits"])
+    editor.nvim.input("<Tab>")
+    wait_for(lambda: editor.lines() == expected, 10, "the buffer to equal the proposal")
+    [command] = wait_for(lambda: recorded(editor)["commands"], 10, "dg.acceptNextEdit")
+    assert command["params"]["command"] == "dg.acceptNextEdit"
+    assert command["params"]["arguments"][0]["version"] == proposal["version"]
+    assert command["result"] == {"accepted": True}
+    editor.nvim.input("<Esc>u")
+    wait_for(lambda: editor.lines() == before, 5, "one undo to restore")
+
+
+@needs_model
+def test_real_typing_dismisses_the_proposal(editor):
+    start_real(editor, "notes.txt", NOTES)
+    editor.nvim.input("2G$x")
+    wait_shown(editor)
+    editor.nvim.input("ox")  # a new line below, in Insert mode
+    wait_for(lambda: not marks(editor), 5, "the proposal to go")
+    assert editor.lines() == ["shopping list", "- apple", "x", "- pears", "- plums"]
+    editor.nvim.input("<Esc>")
+    assert not recorded(editor)["commands"]
+
+
+@needs_model
+def test_real_a_stale_proposal_is_never_applied(editor):
+    start_real(editor, "notes.txt", NOTES)
+    editor.nvim.input("2G$x")
+    wait_shown(editor)
+    # the buffer changes after the answer; the accept comes before any autocommand could hide the proposal
+    editor.lua("vim.api.nvim_buf_set_lines(0, 3, 4, false, {'- prunes'})\npcall(vim.cmd.DgNextEditAccept)")
+    assert editor.lines() == ["shopping list", "- apple", "- pears", "- prunes"]
+    assert "the buffer changed since it was proposed" in editor.messages()
+    assert not shown(editor) and not marks(editor)
+    assert not recorded(editor)["commands"]
+
+
+@needs_model
+def test_real_tab_without_a_proposal_inserts_a_tab(editor):
+    """A Python edit the shipped model's proposal would break (the syntax gate withholds it): no proposal, and Tab
+    keeps its meaning."""
+    start_real(editor, "count.py", "count = 1\nprint(count)\ntotal = count + 1\n", nextEditNoise=0.5)
+    editor.lua("vim.bo.expandtab = false; vim.bo.softtabstop = 0; vim.lsp.inline_completion.enable(false, {bufnr = 0})")
+    editor.nvim.input("1Gcwn<Esc>")
+    answer = wait_for(lambda: recorded(editor)["answers"], REAL_FILL_S * 3, "the next-edit answer")[-1]
+    assert answer["result"] == {"edits": []}, answer
+    assert not shown(editor)
+    editor.nvim.input("3GI<Tab><Esc>")
+    wait_for(lambda: editor.lines()[2] == "\ttotal = count + 1", 5, "a literal tab")
