@@ -7,7 +7,11 @@ the real dg-lsp server with the shipped model.
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -50,6 +54,20 @@ def test_lua_nextedit_logic():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " 0 failed" in proc.stdout
+
+
+def test_help_tags_for_next_edits(tmp_path):
+    shutil.copytree(PLUGIN / "doc", tmp_path / "doc")
+    ed = Editor(tmp_path)
+    try:
+        ed.lua("vim.opt.rtp:prepend(...)", str(tmp_path))
+        ed.nvim.command(f"helptags {tmp_path / 'doc'}")
+        for tag in ("dg-next-edit", ":DgNextEdit", ":DgNextEditAccept", ":DgNextEditDismiss", "DgNextEditDelete"):
+            ed.nvim.command(f"help {tag}")
+            assert ed.nvim.current.buffer.name.endswith("dg.txt")
+            ed.nvim.command("helpclose")
+    finally:
+        ed.close()
 
 
 # --- against the scripted server ----------------------------------------------------------------------------------
@@ -195,6 +213,32 @@ def test_stub_indicator_only_shows_a_sign_and_the_command_accepts(editor, tmp_pa
     assert not editor.lua("return vim.fn.maparg('<Tab>', 'n') ~= ''")  # Tab stays Tab
     editor.nvim.command("DgNextEditAccept")
     wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (apt-get install -y tmux)")
+def test_screenshot_script_captures_a_next_edit(tmp_path):
+    pytest.importorskip("PIL", reason="Pillow not installed")
+    from PIL import Image
+
+    source, out, ansi = tmp_path / "demo.py", tmp_path / "shot.png", tmp_path / "shot.ansi"
+    source.write_text(RENAME)
+    settings = {"nextEditDebounceMs": 100, "stubNextEdit": RENAME_EDITS}
+    proc = subprocess.run(
+        [sys.executable, str(PLUGIN / "scripts" / "screenshot.py"), "--stub", "", "--next-edit", "1Gcwn<Esc>",
+         "--source", str(source), "--settings", json.dumps(settings), "--out", str(out), "--ansi-out", str(ansi),
+         "--timeout", "60", "--rows", "8"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proposal = json.loads(proc.stdout.splitlines()[-1])["proposal"]
+    assert [(e["text"], e["range"]) for e in proposal] == [(e["text"], e["range"]) for e in RENAME_EDITS]
+    capture = ansi.read_text()
+    plain = re.sub(r"\x1b\[[0-9;:]*m", "", capture)
+    assert "print(countn)" in plain  # the old name, then the new one drawn after it
+    # the old name struck through (SGR 9), the new one in a colour of its own
+    assert re.search(r"\x1b\[(?:[0-9]+;)*9(?:;[0-9;]*)?m(\x1b\[[0-9;]*m)*count", capture), capture
+    with Image.open(out) as img:
+        assert img.size[0] > 600 and img.size[1] > 100
 
 
 # --- against the real server and the shipped model --------------------------------------------------------------

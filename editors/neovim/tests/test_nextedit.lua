@@ -44,6 +44,16 @@ local CASES = {
     rows = { 0, 0 },
   },
   {
+    name = "a word changed inside a longer edit: the whole word, the rest left alone",
+    lines = { "    return width * height" },
+    edits = { edit(0, 4, 0, 25, "return wide * height") },
+    marks = {
+      { 0, 11, { end_row = 0, end_col = 16, hl_group = "D" } },
+      { 0, 16, { virt_text = { { "wide", "A" } }, virt_text_pos = "inline" } },
+    },
+    rows = { 0, 0 },
+  },
+  {
     name = "text inserted inside a line",
     lines = { "f(a)" },
     edits = { edit(0, 3, 0, 3, ", b") },
@@ -92,9 +102,9 @@ local CASES = {
     name = "non-ASCII: utf-16 positions, marks on character boundaries",
     lines = { "é = fé(1) + 😀x" },
     edits = { edit(0, 4, 0, 6, "gé"), edit(0, 12, 0, 14, "y") },
-    marks = { -- "fé" -> "gé" draws as "f" -> "g"
-      { 0, 5, { end_row = 0, end_col = 6, hl_group = "D" } },
-      { 0, 6, { virt_text = { { "g", "A" } }, virt_text_pos = "inline" } },
+    marks = { -- "fé" -> "gé": whole words
+      { 0, 5, { end_row = 0, end_col = 8, hl_group = "D" } },
+      { 0, 8, { virt_text = { { "gé", "A" } }, virt_text_pos = "inline" } },
       { 0, 14, { end_row = 0, end_col = 18, hl_group = "D" } },
       { 0, 18, { virt_text = { { "y", "A" } }, virt_text_pos = "inline" } },
     },

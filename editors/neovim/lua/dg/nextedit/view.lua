@@ -65,12 +65,25 @@ function M.byte_range(lines, edit, encoding)
   return sr, sc, er, ec, new
 end
 
---- A change inside row `row`: `old` (the text at byte `col`) becomes `new`. Their common ends are left alone; the
---- removed characters are struck through and the new ones drawn inline right after them.
+--- Is byte `i` (1-based) of `s` part of a word (letters, digits, _, any non-ASCII character)?
+local function wordy(s, i)
+  local b = s:byte(i)
+  return b ~= nil and (b >= 0x80 or b == 95 or (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122))
+end
+
+--- A change inside row `row`: `old` (the text at byte `col`) becomes `new`. Their common ends are left alone, in
+--- whole words (width -> wide shows as a new word, not as "wid" + "th" -> "e"); the removed characters are struck
+--- through and the new ones drawn inline right after them.
 ---@return table[] marks
 function M.inline_marks(row, col, old, new, hl)
   local p = common_prefix(old, new)
+  while p > 0 and wordy(old, p) and (wordy(old, p + 1) or wordy(new, p + 1)) do
+    p = p - 1
+  end
   local s = common_suffix(old, new, p)
+  while s > 0 and wordy(old, #old - s + 1) and (wordy(old, #old - s) or wordy(new, #new - s)) do
+    s = s - 1
+  end
   local del_end, ins = #old - s, new:sub(p + 1, #new - s)
   local marks = {}
   if del_end > p then
