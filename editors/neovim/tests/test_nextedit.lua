@@ -361,6 +361,27 @@ test("none while inline ghost text is shown; Tab then falls through to it", func
   end)
 end)
 
+test("while ghost text is being computed the request waits for it, and is sent if none is shown", function()
+  local bufnr = scratch({ "a = 1" })
+  vim.lsp.util.buf_versions[bufnr] = 2
+  with_client(function(sent)
+    nextedit.attach(bufnr)
+    local client = vim.lsp.get_clients()[1]
+    client.requests = { [9] = { type = "pending", bufnr = bufnr, method = "textDocument/inlineCompletion" } }
+    nextedit.ask_if_idle(bufnr)
+    eq(0, #sent.requests, "not while the ghost text's request runs")
+    client.requests = {}
+    vim.api.nvim_exec_autocmds("LspRequest", { buffer = bufnr, data = { client_id = 42, request_id = 9,
+      request = { type = "complete", bufnr = bufnr, method = "textDocument/inlineCompletion" } } })
+    vim.wait(1000, function()
+      return #sent.requests > 0
+    end)
+    eq(1, #sent.requests, "asked once the ghost text's answer came with nothing to show")
+    eq(2, sent.requests[1].params.context.triggerKind)
+    nextedit.detach(bufnr)
+  end)
+end)
+
 test("indicator only: a sign on the first row, no keys; the command still accepts", function()
   local bufnr = scratch({ "a", "b = 1", "c" })
   vim.lsp.util.buf_versions[bufnr] = 1

@@ -7,6 +7,7 @@
 --- only while a proposal is shown, so otherwise the key does what it did. Accepting applies every edit as one
 --- undo step, only if the buffer is still at the proposal's version, then runs the edit's command.
 local keys = require("dg.nextedit.keys")
+local policy = require("dg.nextedit.policy")
 local view = require("dg.nextedit.view")
 
 local M = {}
@@ -19,6 +20,7 @@ M.ns = api.nvim_create_namespace("dg.nextedit")
 M.METHOD = "textDocument/copilotInlineEdit"
 M.SHOWN = "textDocument/didShowInlineEdit"
 M.INVOKED, M.AUTOMATIC = 1, 2
+M.blocked, M.inline_pending, M.refusal = policy.blocked, policy.inline_pending, policy.refusal
 
 --- From setup(): the nextEdit* settings and the keys.
 M.opts = {
@@ -60,18 +62,6 @@ function M.client(bufnr)
     if type(experimental) == "table" and experimental.dgNextEdit == true then
       return client
     end
-  end
-end
-
---- What a proposal must not compete with, or nil: the completion menu, inline ghost text.
----@param bufnr integer
----@return string|nil
-function M.blocked(bufnr)
-  if vim.fn.pumvisible() == 1 then
-    return "the completion menu is shown"
-  end
-  if require("dg.inline").visible(bufnr) then
-    return "inline completion is shown"
   end
 end
 
@@ -174,29 +164,6 @@ function M.accept(bufnr, from_key)
   return true
 end
 
---- Why `edits` (answered for `version`) cannot be shown in `bufnr` now, or nil.
-function M.refusal(bufnr, version, edits)
-  if type(edits) ~= "table" or #edits == 0 then
-    return "nothing to propose"
-  end
-  if not api.nvim_buf_is_loaded(bufnr) or util.buf_versions[bufnr] ~= version then
-    return "the buffer changed"
-  end
-  for _, e in ipairs(edits) do
-    if type(e) ~= "table" or type(e.text) ~= "string" or type(e.range) ~= "table" then
-      return "a malformed edit"
-    end
-    local doc = e.textDocument
-    if type(doc) == "table" and doc.version ~= nil and doc.version ~= version then
-      return "an edit for another version"
-    end
-  end
-  if api.nvim_get_current_buf() ~= bufnr then
-    return "another buffer is current"
-  end
-  return M.blocked(bufnr)
-end
-
 --- Draw `proposal` in `bufnr` (replacing any other), set its keys and tell the server it is shown.
 ---@param bufnr integer
 ---@param proposal table {client_id, version, edits}
@@ -293,7 +260,7 @@ function M.on_change(bufnr)
   if st.tick == tick then
     return -- the same change reported again (TextChanged after TextChangedI)
   end
-  st.tick = tick
+  st.tick, st.after_inline = tick, nil
   M.hide(bufnr)
   M.cancel(bufnr)
   if not M.opts.enabled or not require("dg").enabled then
@@ -302,14 +269,24 @@ function M.on_change(bufnr)
   st.timer = st.timer or vim.uv.new_timer()
   st.timer:stop()
   st.timer:start(M.opts.debounce_ms, 0, vim.schedule_wrap(function()
-    local mode = api.nvim_get_mode()
-    if not api.nvim_buf_is_valid(bufnr) or api.nvim_get_current_buf() ~= bufnr or mode.blocking
-      or (mode.mode ~= "n" and mode.mode ~= "i") or api.nvim_buf_get_changedtick(bufnr) ~= st.tick
-      or M.blocked(bufnr) then
-      return
-    end
-    M.request(bufnr, M.AUTOMATIC)
+    M.ask_if_idle(bufnr)
   end))
+end
+
+--- The pause after a change is over: ask, unless something else is shown or the buffer changed meanwhile. While
+--- ghost text is being computed, wait for it (M.configure's LspRequest autocommand asks again once it is answered).
+function M.ask_if_idle(bufnr)
+  local st, mode = state[bufnr], api.nvim_get_mode()
+  if not st or not api.nvim_buf_is_valid(bufnr) or api.nvim_get_current_buf() ~= bufnr or mode.blocking
+    or (mode.mode ~= "n" and mode.mode ~= "i") or api.nvim_buf_get_changedtick(bufnr) ~= st.tick
+    or M.blocked(bufnr) then
+    return
+  end
+  if M.inline_pending(bufnr) then
+    st.after_inline = true
+    return
+  end
+  M.request(bufnr, M.AUTOMATIC)
 end
 
 --- The cursor moved: leaving the rows of the proposal (one row of slack) dismisses it.
@@ -376,9 +353,14 @@ function M.configure(cfg)
     callback = function(args)
       local req = args.data and args.data.request
       if req and req.type == "complete" and req.method == "textDocument/inlineCompletion" then
+        -- scheduled after the answer's handler, which draws the ghost text
         vim.schedule(function()
+          local st = state[args.buf]
           if M.get(args.buf) and M.blocked(args.buf) then
             M.hide(args.buf)
+          elseif st and st.after_inline and not M.inline_pending(args.buf) then
+            st.after_inline = nil
+            M.ask_if_idle(args.buf)
           end
         end)
       end
