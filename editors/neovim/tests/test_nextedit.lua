@@ -44,6 +44,16 @@ local CASES = {
     rows = { 0, 0 },
   },
   {
+    name = "a minimal edit inside a word is drawn as the whole word",
+    lines = { "    return width * height" },
+    edits = { edit(0, 14, 0, 16, "e") },
+    marks = {
+      { 0, 11, { end_row = 0, end_col = 16, hl_group = "D" } },
+      { 0, 16, { virt_text = { { "wide", "A" } }, virt_text_pos = "inline" } },
+    },
+    rows = { 0, 0 },
+  },
+  {
     name = "a word changed inside a longer edit: the whole word, the rest left alone",
     lines = { "    return width * height" },
     edits = { edit(0, 4, 0, 25, "return wide * height") },
@@ -64,7 +74,7 @@ local CASES = {
     name = "characters removed",
     lines = { "return  x" },
     edits = { edit(0, 6, 0, 7, "") },
-    marks = { { 0, 6, { end_row = 0, end_col = 7, hl_group = "D" } } }, -- the edit's own space, not the other
+    marks = { { 0, 7, { end_row = 0, end_col = 8, hl_group = "D" } } }, -- one of the two spaces (looks the same)
     rows = { 0, 0 },
   },
   {
@@ -105,8 +115,8 @@ local CASES = {
     marks = { -- "fé" -> "gé": whole words
       { 0, 5, { end_row = 0, end_col = 8, hl_group = "D" } },
       { 0, 8, { virt_text = { { "gé", "A" } }, virt_text_pos = "inline" } },
-      { 0, 14, { end_row = 0, end_col = 18, hl_group = "D" } },
-      { 0, 18, { virt_text = { { "y", "A" } }, virt_text_pos = "inline" } },
+      { 0, 14, { end_row = 0, end_col = 19, hl_group = "D" } }, -- "😀x" -> "yx": the new word is "yx"
+      { 0, 19, { virt_text = { { "yx", "A" } }, virt_text_pos = "inline" } },
     },
     rows = { 0, 0 },
   },
@@ -161,7 +171,7 @@ test("view: the same edit in utf-8 and utf-32", function()
   local lines = { "é = fé(1)" }
   local utf8 = view.layout(lines, { edit(0, 5, 0, 6, "g") }, "utf-8", HL).marks
   local utf32 = view.layout(lines, { edit(0, 4, 0, 5, "g") }, "utf-32", HL).marks
-  eq({ 0, 5, { end_row = 0, end_col = 6, hl_group = "D" } }, utf8[1])
+  eq({ 0, 5, { end_row = 0, end_col = 8, hl_group = "D" } }, utf8[1]) -- "fé" -> "gé", in whole words
   eq(utf8, utf32)
 end)
 

@@ -65,10 +65,19 @@ function M.byte_range(lines, edit, encoding)
   return sr, sc, er, ec, new
 end
 
---- Is byte `i` (1-based) of `s` part of a word (letters, digits, _, any non-ASCII character)?
+--- Is byte `i` (1-based) of `s` part of a word character (letters, digits, _, 'iskeyword'; an emoji is not)?
 local function wordy(s, i)
   local b = s:byte(i)
-  return b ~= nil and (b >= 0x80 or b == 95 or (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122))
+  if b == nil then
+    return false
+  elseif b < 0x80 then
+    return b == 95 or (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
+  end
+  local start = i
+  while start > 1 and s:byte(start) >= 0x80 and s:byte(start) < 0xC0 do
+    start = start - 1
+  end
+  return vim.fn.charclass(s:sub(start, start + 3)) == 2
 end
 
 --- A change inside row `row`: `old` (the text at byte `col`) becomes `new`. Their common ends are left alone, in
@@ -104,7 +113,10 @@ end
 function M.edit_marks(lines, edit, encoding, hl)
   local sr, sc, er, ec, new = M.byte_range(lines, edit, encoding)
   if sr == er and not new:find("\n", 1, true) then
-    return M.inline_marks(sr, sc, (lines[sr + 1] or ""):sub(sc + 1, ec), new, hl), sr, sr
+    -- the whole row before and after: the server's edits are minimal in characters ("width" -> "wide" comes as
+    -- "th" -> "e"), drawn here in whole words
+    local row = lines[sr + 1] or ""
+    return M.inline_marks(sr, 0, row, row:sub(1, sc) .. new .. row:sub(ec + 1), hl), sr, sr
   end
   local old_rows = {}
   for r = sr, er do
