@@ -16,7 +16,17 @@ import sys
 import pytest
 
 from tests.editors.test_neovim import (
-    DEFAULT_MODEL, NVIM, PLUGIN, REAL_CMD, REAL_FILL_S, REAL_READY_S, STUB_CMD, WHY_NOT, Editor, pynvim, stub_events,
+    DEFAULT_MODEL,
+    NVIM,
+    PLUGIN,
+    REAL_CMD,
+    REAL_FILL_S,
+    REAL_READY_S,
+    STUB_CMD,
+    WHY_NOT,
+    Editor,
+    pynvim,
+    stub_events,
     wait_for,
 )
 from tests.nextedit.conftest import apply
