@@ -37,7 +37,8 @@ async def test_capabilities_advertise_every_feature(client):
     assert caps.inline_completion_provider  # registered with InlineCompletionOptions
     assert caps.completion_provider is not None
     assert caps.code_action_provider
-    assert sorted(caps.execute_command_provider.commands) == ["dg.fillHole", "dg.rewriteSelection"]
+    assert sorted(caps.execute_command_provider.commands) == ["dg.acceptNextEdit", "dg.fillHole", "dg.rewriteSelection"]
+    assert caps.experimental == {"dgNextEdit": True}
     sync = caps.text_document_sync
     assert sync.change == T.TextDocumentSyncKind.Incremental and sync.open_close
 
