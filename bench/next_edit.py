@@ -64,26 +64,34 @@ async def start(model: Path) -> Client:
     return client
 
 
-async def ask(client: Client, task: Task, uri: str) -> tuple[dict, float, list[str]]:
-    """Open the task's file, type the user's edit, ask for the next edit: (answer, ms, contract errors)."""
+async def ask(client: Client, task: Task, uri: str, rid: str, debounce_s: float) -> tuple[dict, float, list[str],
+                                                                                        dict]:
+    """Open the task's file, type the user's edit, ask for the next edit: (answer, ms, contract errors, the
+    server's figures for the request from dg/status: why nothing was shown, engine time, canvas...)."""
     open_doc(client, uri, task.before)
     for l0, c0, l1, c1, text in task.changes:
         edit_doc(client, uri, l0, c0, text, end=(l1, c1))
     version = client.versions[uri]
+    await asyncio.sleep(debounce_s)  # a client asks after nextEditDebounceMs without a keystroke (triggerKind 2)
     params = {"textDocument": {"uri": uri, "version": version},
               "position": {"line": task.cursor[0], "character": task.cursor[1]}, "context": {"triggerKind": 2}}
     t0 = time.perf_counter()
     try:
-        res = as_dict(await asyncio.wait_for(client.protocol.send_request_async(METHOD, params), 120))
+        res = as_dict(await asyncio.wait_for(client.protocol.send_request_async(METHOD, params, rid), 120))
         errs = contract_errors(res, uri, version)
     except Exception as e:  # noqa: BLE001 -- an error answer (or none) is a contract failure, counted and shown
         res, errs = {"edits": []}, [f"request failed: {type(e).__name__}: {str(e)[:160]}"]
     ms = (time.perf_counter() - t0) * 1e3
+    try:  # sent just after the answer; none when the server answered before running the model
+        stats = await wait_for(lambda: client.request_stats(rid), 2.0)
+    except TimeoutError:
+        stats = {}
     client.text_document_did_close(T.DidCloseTextDocumentParams(T.TextDocumentIdentifier(uri=uri)))
-    return (res if applicable(res) else {"edits": []}), ms, errs
+    return (res if applicable(res) else {"edits": []}), ms, errs, stats
 
 
-async def run(model: Path, tasks: list[Task], verbose: bool) -> tuple[dict[float, list[dict]], list[str]]:
+async def run(model: Path, tasks: list[Task], debounce_ms: int, verbose: bool) -> tuple[dict[float, list[dict]],
+                                                                                      list[str]]:
     client = await start(model)
     rows: dict[float, list[dict]] = {}
     errors: list[str] = []
@@ -94,12 +102,19 @@ async def run(model: Path, tasks: list[Task], verbose: bool) -> tuple[dict[float
             rows[noise] = []
             for i, task in enumerate(tasks):
                 uri = Path(tempfile.gettempdir(), "nesbench", str(noise), str(i), Path(task.path).name).as_uri()
-                res, ms, errs = await ask(client, task, uri)
+                res, ms, errs, stats = await ask(client, task, uri, f"nes-{noise}-{i}", debounce_ms / 1e3)
                 errors += [f"{task.id} (noise {noise}): {e}" for e in errs]
-                rows[noise].append(score(task, res, ms))
+                r = score(task, res, ms)
+                r.update({"reason": stats.get("reason") if stats else "answered before the model ran",
+                          "engine_ms": stats.get("engineMs"), "canvas": stats.get("canvasLength"),
+                          "context_tokens": stats.get("contextTokens"), "confidence": stats.get("confidence"),
+                          "tree_fresh": stats.get("treeFresh"), "check_prepared": stats.get("checkPrepared")})
+                rows[noise].append(r)
                 if verbose:
-                    r = rows[noise][-1]
-                    print(f"{noise} {task.id}: shown={r['shown']} exact={r['exact']} {ms:.0f} ms", file=sys.stderr)
+                    print(f"{noise} {task.id}: shown={r['shown']} exact={r['exact']} {ms:.0f} ms "
+                          f"(reason {r['reason']}, engine {r['engine_ms']} ms, canvas {r['canvas']}, "
+                          f"context {r['context_tokens']}, confidence {r['confidence']}, tree fresh "
+                          f"{r['tree_fresh']}, check prepared {r['check_prepared']})", file=sys.stderr)
     finally:
         await client.shutdown_async(None)
         client.exit(None)
@@ -119,21 +134,37 @@ def table(rows: dict[float, list[dict]]) -> str:
     return "\n".join(out)
 
 
+def reasons(rows: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if not r["shown"]:
+            out[str(r["reason"])] = out.get(str(r["reason"]), 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=None, help="checkpoint dir (default: shipped model, else random)")
-    ap.add_argument("--tasks", type=int, default=160)
+    ap.add_argument("--tasks", type=int, default=120)
+    ap.add_argument("--debounce-ms", type=int, default=400, help="the pause after the edit before the request, as a "
+                    "client waits nextEditDebounceMs (the contract's default: 400); not in the latency")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="10 tasks (one of each kind): a code-path check, seconds")
+    ap.add_argument("--quick", action="store_true", help="5 tasks (one of each kind, two no-edit): a code-path "
+                    "check, not a measurement")
     ap.add_argument("--out", type=Path, help="write the result (the last line and the details) here as JSON")
     ap.add_argument("--rows", type=Path, help="write one JSON line per task and setting here")
-    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--only", help="run only the tasks whose id contains this (e.g. pattern/attr)")
+    ap.add_argument("--verbose", action="store_true", help="print every answer's figures to stderr")
     args = ap.parse_args(argv)
     t0 = time.time()
-    tasks = build_tasks(10 if args.quick else args.tasks, args.seed)
+    tasks = build_tasks(args.tasks, args.seed)
+    if args.quick:
+        tasks = [next(t for t in tasks if t.kind == k) for k in ("rename", "add_param", "pattern")] + \
+            [t for t in tasks if t.no_edit][:2]
+    tasks = [t for t in tasks if args.only is None or args.only in t.id]
     with tempfile.TemporaryDirectory() as tmp:
         model, label = pick_model(Path(tmp), args.model, tokenizer=True)
-        rows, errors = asyncio.run(run(model, tasks, args.verbose))
+        rows, errors = asyncio.run(run(model, tasks, args.debounce_ms, args.verbose))
     sums = {str(n): summarize(rs) for n, rs in rows.items()}
     default = sums[str(NOISES[0])]
     result = {k: default[k] for k in HEADLINE}
@@ -148,6 +179,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"nextEditNoise {n}: " + ", ".join(f"{k} {v}" for k, v in s.items()))
     print(f"a server that never proposes anything: exact {sum(t.no_edit for t in tasks) / len(tasks):.3f}, "
           "no-edit precision 1.0")
+    for n, rs in rows.items():
+        why = reasons(rs)
+        print(f"not shown at {n}, by the server's reason: " + ", ".join(f"{k} {v}" for k, v in why.items()))
     if errors:
         print(f"{len(errors)} answers break the wire contract; first ones:")
         for e in errors[:10]:
@@ -157,7 +191,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out:
         detail = {**result, "model": label, "tasks_by_kind": kinds, "seed": args.seed, "quick": args.quick,
                   "by_kind": {str(n): by_kind(rs) for n, rs in rows.items()}, "contract_errors": len(errors),
-                  "contract_error_examples": errors[:20], "seconds": round(time.time() - t0, 1),
+                  "contract_error_examples": errors[:20],
+                  "not_shown_reasons": {str(n): reasons(rs) for n, rs in rows.items()},
+                  "debounce_ms": args.debounce_ms, "seconds": round(time.time() - t0, 1),
                   "command": "python -m bench.next_edit " + " ".join(argv if argv is not None else sys.argv[1:]),
                   "machine": machine()}
         args.out.write_text(json.dumps(detail, indent=1, sort_keys=True) + "\n")

@@ -91,14 +91,17 @@ def score(task: Task, res: dict, ms: float) -> dict:
     result = apply_edits(task.after, edits) if edits else task.after
     changed = result != task.after
     lines, before, expected = split_lines(result), split_lines(task.before), split_lines(task.expected)
+    after = split_lines(task.after)
     lo, hi = task.window
+    tail = len(lines) - (len(after) - hi)  # the window's end in the result (a proposal may add or remove lines)
     row = {"id": task.id, "kind": task.kind, "subkind": task.subkind, "no_edit": task.no_edit, "ms": round(ms, 1),
            "shown": bool(edits), "changed": changed, "exact": result == task.expected,
-           "exact_window": lines[lo:hi] == expected[lo:hi],
+           "exact_window": lines[lo:tail] == expected[lo:hi],
            "reversal": changed and task.edit_line < len(lines) and lines[task.edit_line] == before[task.edit_line]
-           and before[task.edit_line] != split_lines(task.after)[task.edit_line],
-           "outside_window": changed and (lines[:lo] != split_lines(task.after)[:lo]
-                                          or lines[hi:] != split_lines(task.after)[hi:]),
+           and before[task.edit_line] != after[task.edit_line],
+           "outside_window": any(e["range"]["start"]["line"] < lo or (e["range"]["end"]["line"],
+                                                                       e["range"]["end"]["character"]) > (hi, 0)
+                                 for e in edits),
            "syntax_break": False, "edits": edits}
     if changed:
         (ts0, py0), (ts1, py1) = syntax_errors(task.after), syntax_errors(result)
