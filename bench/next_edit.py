@@ -45,7 +45,7 @@ NOISES = (0.5, 1.0)  # the seeded canvas (the server's default) and a fill from 
 HEADLINE = ("tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks", "shown", "p50_ms", "p95_ms")
 
 
-async def start(model: Path) -> Client:
+async def start(model: Path, extra: dict) -> Client:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     client = Client()
@@ -53,7 +53,7 @@ async def start(model: Path) -> Client:
     init = await client.initialize_async(T.InitializeParams(
         capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
         initialization_options={"nextEdit": True, "nextEditLinesAbove": LINES_ABOVE,
-                                "nextEditLinesBelow": LINES_BELOW}))
+                                "nextEditLinesBelow": LINES_BELOW, **extra}))
     client.initialized(T.InitializedParams())
     experimental = as_dict(init.capabilities.experimental) or {}
     if not experimental.get("dgNextEdit"):
@@ -90,15 +90,15 @@ async def ask(client: Client, task: Task, uri: str, rid: str, debounce_s: float)
     return (res if applicable(res) else {"edits": []}), ms, errs, stats
 
 
-async def run(model: Path, tasks: list[Task], debounce_ms: int, verbose: bool) -> tuple[dict[float, list[dict]],
-                                                                                      list[str]]:
-    client = await start(model)
+async def run(model: Path, tasks: list[Task], debounce_ms: int, extra: dict,
+              verbose: bool) -> tuple[dict[float, list[dict]], list[str]]:
+    client = await start(model, extra)
     rows: dict[float, list[dict]] = {}
     errors: list[str] = []
     try:
         for noise in NOISES:
             client.configure(nextEdit=True, nextEditNoise=noise, nextEditLinesAbove=LINES_ABOVE,
-                             nextEditLinesBelow=LINES_BELOW)
+                             nextEditLinesBelow=LINES_BELOW, **extra)
             rows[noise] = []
             for i, task in enumerate(tasks):
                 uri = Path(tempfile.gettempdir(), "nesbench", str(noise), str(i), Path(task.path).name).as_uri()
@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "check, not a measurement")
     ap.add_argument("--out", type=Path, help="write the result (the last line and the details) here as JSON")
     ap.add_argument("--rows", type=Path, help="write one JSON line per task and setting here")
+    ap.add_argument("--min-confidence", type=float, help="the confidence gate for every answer (default: the "
+                    "server's, the checkpoint's calibrated one); 0 shows what the model proposes ungated")
     ap.add_argument("--only", help="run only the tasks whose id contains this (e.g. pattern/attr)")
     ap.add_argument("--verbose", action="store_true", help="print every answer's figures to stderr")
     args = ap.parse_args(argv)
@@ -164,7 +166,8 @@ def main(argv: list[str] | None = None) -> dict:
     tasks = [t for t in tasks if args.only is None or args.only in t.id]
     with tempfile.TemporaryDirectory() as tmp:
         model, label = pick_model(Path(tmp), args.model, tokenizer=True)
-        rows, errors = asyncio.run(run(model, tasks, args.debounce_ms, args.verbose))
+        extra = {} if args.min_confidence is None else {"minConfidence": args.min_confidence}
+        rows, errors = asyncio.run(run(model, tasks, args.debounce_ms, extra, args.verbose))
     sums = {str(n): summarize(rs) for n, rs in rows.items()}
     default = sums[str(NOISES[0])]
     result = {k: default[k] for k in HEADLINE}
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> dict:
                   "by_kind": {str(n): by_kind(rs) for n, rs in rows.items()}, "contract_errors": len(errors),
                   "contract_error_examples": errors[:20],
                   "not_shown_reasons": {str(n): reasons(rs) for n, rs in rows.items()},
-                  "debounce_ms": args.debounce_ms, "seconds": round(time.time() - t0, 1),
+                  "debounce_ms": args.debounce_ms, "min_confidence": args.min_confidence,
+                  "seconds": round(time.time() - t0, 1),
                   "command": "python -m bench.next_edit " + " ".join(argv if argv is not None else sys.argv[1:]),
                   "machine": machine()}
         args.out.write_text(json.dumps(detail, indent=1, sort_keys=True) + "\n")

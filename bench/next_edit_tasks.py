@@ -317,7 +317,8 @@ def build_tasks(n: int = 160, seed: int = 0) -> list[Task]:
         rng.shuffle(pools[k])
         pools[k].reverse()  # taken from the end
         take(pools[k], built[k], max(1, round(n * MIX[k])))
-    for k in sorted(MIX, key=lambda k: MIX[k]):  # fill from the kinds with spare tasks, the scarcest first
+    # a short kind's places go to the edit kinds with spare tasks (the scarcest first), then to the no-edit ones
+    for k in sorted(MIX, key=lambda k: (k[0] == "no_edit", MIX[k])):
         take(pools[k], built[k], n - sum(len(v) for v in built.values()))
     tasks = [t for k in MIX for t in built[k]][:n]
     while sum(t.no_edit for t in tasks) * 4 < len(tasks):  # never fewer than a quarter of no-edit tasks
