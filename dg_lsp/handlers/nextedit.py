@@ -56,8 +56,8 @@ def register(server: DgServer) -> None:
 
     @server.feature(DID_SHOW)
     def did_show(ls: DgServer, params: Any) -> None:
-        item = plain(params).get("item") if isinstance(plain(params), dict) else None
-        if isinstance(item, dict):
+        shown = plain(params)
+        if isinstance(shown, dict) and isinstance(shown.get("item"), dict):
             ls.next_edits.counts.shown += 1
 
     server.command(ACCEPT)(accept)
@@ -108,9 +108,9 @@ async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
     seen.trace.mark("handler")
     state, snap = ls.next_edits, seen.snap
 
-    def none(reason: str) -> dict[str, Any]:  # before any fill ran (which reports itself)
+    def none(reason: str, message: str = "") -> dict[str, Any]:  # before any fill ran (which reports itself)
         state.withhold(reason)
-        ls.send_status()
+        ls.send_status(message=message)
         return NO_EDITS
 
     if snap is None:
@@ -120,8 +120,7 @@ async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
     if (ask.version is not None and ask.version != snap.version) or ls.moved_on(snap):
         return none("document changed")
     if (why := ls.not_ready()) is not None:
-        ls.send_status(message=why)
-        return none("model not ready")
+        return none("model not ready", why)
     if not await ls.worker.debounce(f"next-edit {snap.uri}", 0):
         return none("superseded")  # a newer request for this document answers instead
     if ls.moved_on(snap):
@@ -143,7 +142,7 @@ async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
     out = await ls.fill(snap, hole, "keystroke", seen.trace, shape=shape)
     edits, reason = [], out.reason
     if out.fill is not None:
-        edits, reason = judge(snap, hole, out.fill, state.history.last(snap.uri))
+        edits, reason = judge(snap, hole, out.fill, history)
     if edits and ls.moved_on(snap):  # no await since the fill: a didChange cannot have slipped in, but say so
         edits, reason = [], "document changed"
     out.stats.reason = reason

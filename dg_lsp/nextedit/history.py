@@ -26,6 +26,7 @@ MAX_EDITS = 8
 MAX_AGE_S = 300.0
 MAX_EDIT_CHARS = 2_000
 MERGE_GAP_S = 2.0
+LINE_CAP = 500  # an edit's lines are kept up to this many characters either side of it
 CONTEXT_LINES = 0  # unified diffs show the changed lines only: the prompt budget is small
 Clock = Callable[[], float]
 
@@ -54,12 +55,13 @@ class Edit:
         """Where the edit's new text ends in the text after it."""
         return self.start + len(self.new)
 
-    def diff(self, path: str = "file") -> str:
-        """The edit as a unified diff hunk of the touched lines, its versions after the `@@` header."""
+    def diff(self, header: bool = True) -> str:
+        """The edit as a unified diff hunk of the touched lines, its versions after the `@@` header (`header`
+        False: the `-`/`+` lines alone)."""
         old, new = self.old_lines.splitlines(), self.new_lines.splitlines()
-        hunk = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", n=CONTEXT_LINES, lineterm=""))[2:]
-        if not hunk:
-            return ""
+        hunk = list(difflib.unified_diff(old, new, n=CONTEXT_LINES, lineterm=""))[2:]
+        if not hunk or not header:
+            return "\n".join(hunk[1:])
         # difflib numbers from 1 within the excerpt: the file's lines; the versions where git puts a section name
         tag = ", an accepted suggestion" if self.accepted else ""
         hunk[0] = f"{_renumber(hunk[0], self.line)} version {self.before} -> {self.after}{tag}"
@@ -77,10 +79,11 @@ def _renumber(header: str, line: int) -> str:
 
 
 def _lines_around(text: str, start: int, end: int) -> tuple[int, int]:
-    """The whole lines holding text[start:end] (without the last line's break)."""
-    lo = text.rfind("\n", 0, start) + 1
-    hi = text.find("\n", end)
-    return lo, len(text) if hi < 0 else hi
+    """The whole lines holding text[start:end] (without the last line's break), at most LINE_CAP characters either
+    side of it (a one-line 5 MB file is not kept whole, nor scanned)."""
+    i = text.rfind("\n", max(0, start - LINE_CAP), start)
+    j = text.find("\n", end, end + LINE_CAP)
+    return i + 1 if i >= 0 else max(0, start - LINE_CAP), j if j >= 0 else min(len(text), end + LINE_CAP)
 
 
 def changed_span(before: str, after: str, hint: int = 0) -> tuple[int, int, int]:
@@ -103,16 +106,17 @@ def changed_span(before: str, after: str, hint: int = 0) -> tuple[int, int, int]
     return lo, len(before) - s_lo, len(after) - s_lo
 
 
-def _compose(a: Edit, b: Edit, text_between: str) -> tuple[int, str, str] | None:
-    """Edit `a` then edit `b` (which touches what `a` wrote) as one edit on the text before `a`: (start, old, new);
-    None when `b` does not touch `a`'s new text. `text_between`: the text after `a`, before `b`."""
-    a_end, b_end = a.start + len(a.new), b.start + len(b.old)
-    if b.start > a_end or b_end < a.start:
+def _compose(a: Edit, b_start: int, b_old: str, b_new: str, text_between: str) -> tuple[int, str, str] | None:
+    """Edit `a` then edit b (text_between[b_start:][:len(b_old)] became `b_new`; it touches what `a` wrote) as one
+    edit on the text before `a`: (start, old, new); None when b does not touch `a`'s new text. `text_between`: the
+    text after `a`, before b."""
+    a_end, b_end = a.start + len(a.new), b_start + len(b_old)
+    if b_start > a_end or b_end < a.start:
         return None
-    s, e = min(a.start, b.start), max(a_end, b_end)
+    s, e = min(a.start, b_start), max(a_end, b_end)
     region = text_between[s:e]  # a's new text and b's old text, both inside it
     old = region[:a.start - s] + a.old + region[a_end - s:]
-    new = region[:b.start - s] + b.new + region[b_end - s:]
+    new = region[:b_start - s] + b_new + region[b_end - s:]
     return s, old, new
 
 
@@ -124,9 +128,10 @@ class EditHistory:
         self._clock = clock
 
     def changed(self, uri: str, before_version: int, after_version: int, before: str, after: str,
-                span: tuple[int, int, int] | None = None) -> None:
+                span: tuple[int, int, int] | None = None, starts: Any = None) -> None:
         """Record the change from `before` to `after`. `span`: (start, end in before, end in after) of the change
-        when the caller knows it (one ranged change), else it is found by comparing the texts."""
+        when the caller knows it (one ranged change), else it is found by comparing the texts; `starts`: the line
+        starts of `after` (dg_lsp.documents.line_starts), else lines are counted."""
         start, old_end, new_end = span if span is not None else changed_span(before, after)
         old, new = before[start:old_end], after[start:new_end]
         if old == new:
@@ -137,18 +142,19 @@ class EditHistory:
         truncated = len(old) > MAX_EDIT_CHARS or len(new) > MAX_EDIT_CHARS
         if truncated:
             old, new = old[:MAX_EDIT_CHARS], new[:MAX_EDIT_CHARS]
-        edit = _edit(start, old, new, before_version, after_version, before, after, now, truncated)
+        line_of = (lambda o: int(starts.searchsorted(o, "right")) - 1) if starts is not None else \
+            (lambda o: after.count("\n", 0, o))
         last = edits[-1] if edits else None
         if (last is not None and not truncated and not last.truncated and not last.accepted
                 and last.after == before_version and now - last.at <= MERGE_GAP_S):
-            merged = _compose(last, edit, before)
+            merged = _compose(last, start, old, new, before)
             if merged is not None:
                 edits.pop()
                 s, o, n = merged
                 if o != n:
-                    edits.append(_edit(s, o, n, last.before, after_version, None, after, now, False))
+                    edits.append(_edit(s, o, n, last.before, after_version, None, after, now, False, line_of))
                 return
-        edits.append(edit)
+        edits.append(_edit(start, old, new, before_version, after_version, before, after, now, truncated, line_of))
 
     def recent(self, uri: str) -> list[Edit]:
         """The document's edits, oldest first, without expired ones."""
@@ -186,22 +192,22 @@ class EditHistory:
 
 
 def _edit(start: int, old: str, new: str, before_v: int, after_v: int, before: str | None, after: str,
-          now: float, truncated: bool) -> Edit:
+          now: float, truncated: bool, line_of: Callable[[int], int]) -> Edit:
     """An Edit with its touched lines; `before` None: rebuilt from `after` (a merged edit)."""
     lo, hi = _lines_around(after, start, start + len(new))
     new_lines = after[lo:hi]
     head, tail = after[lo:start], after[start + len(new):hi]
     old_lines = head + old + tail if before is None or truncated else before[slice(*_lines_around(
         before, start, start + len(old)))]
-    line = after.count("\n", 0, lo)
+    line = line_of(lo)
     return Edit(start, old, new, before_v, after_v, line, old_lines, new_lines, now, truncated=truncated)
 
 
-def render(edits: Iterable[Edit], path: str, fits: Callable[[str], bool]) -> list[str]:
-    """Diffs of the newest edits that fit together (`fits(joined text)`), oldest first."""
+def render(edits: Iterable[Edit], fits: Callable[[str], bool], header: bool = True) -> list[str]:
+    """Diffs of the newest edits that fit together (`fits(joined text)`), oldest first (`header`: see Edit.diff)."""
     chosen: list[str] = []
     for e in reversed(list(edits)):
-        d = e.diff(path)
+        d = e.diff(header)
         if not d:
             continue
         if not fits("\n".join([d, *chosen])):
@@ -221,9 +227,9 @@ def change_span(changes: Sequence[Any], before: str, after: str, starts: Any,
     rng = change.get("range") if isinstance(change, dict) else getattr(change, "range", None)
     if rng is None:
         return None
-    ends = []
-    for p in (rng["start"], rng["end"]) if isinstance(rng, dict) else (rng.start, rng.end):
-        line, char = (p["line"], p["character"]) if isinstance(p, dict) else (p.line, p.character)
-        ends.append(offset_at(before, line, char, encoding, starts))
-    start, old_end = min(ends), max(ends)
+    a, b = [(p["line"], p["character"]) if isinstance(p, dict) else (p.line, p.character)
+            for p in ((rng["start"], rng["end"]) if isinstance(rng, dict) else (rng.start, rng.end))]
+    start = offset_at(before, *a, encoding, starts)
+    end = start if b == a else offset_at(before, *b, encoding, starts)  # a keystroke's range is empty
+    start, old_end = min(start, end), max(start, end)
     return start, old_end, old_end + len(after) - len(before)

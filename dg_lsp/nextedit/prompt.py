@@ -9,15 +9,16 @@ and canvas choice (the window's tokens x 1.5 plus a margin) apply unchanged. Wha
   from nothing; the recent edits go at the head of the prefix (after context from other files, before the code)
   as comments in the language's comment syntax, one unified diff per edit, oldest first:
 
-      # @@ -12 +12 @@ version 3 -> 5
       # -    total = a + b
       # +    total = a + b + c
 
   Why comments: a FIM checkpoint was trained on source files only; comments are the one place where free text
   (here: diff lines) sits in code it has seen, and they cannot break the syntax the model reads after them. Why
-  diff lines rather than Sweep's `original:`/`updated:` blocks: each line says its side with one character (the
-  budget of a small checkpoint is ~32 tokens for the history), and the new names and code the user just typed are
-  there verbatim for the model to copy. The history takes at most a quarter of the budget, newest edits first.
+  the `-`/`+` lines of a unified diff without its `@@` header and versions, rather than Sweep's `original:` /
+  `updated:` blocks: each line says its side with one character, and the header's line numbers and versions mean
+  nothing to such a model while costing 14 of the shipped model's 32 history tokens (its whole prompt is 128); the
+  old text is what the user replaced, the new names are there verbatim to copy. The history takes at most a
+  quarter of the budget, newest edits first.
 - chat checkpoints: the file with the window marked (the format's hole marker), the window's code with the cursor
   marked (CURSOR) shown as the code the hole replaces, and an instruction carrying the history (oldest first) and
   asking for the window rewritten as the user's next edit, or unchanged. The canvas starts from noise (a chat
@@ -65,10 +66,6 @@ def window_budget(fmt: PromptFormat) -> int:
     return max(1, int(room / 1.5))
 
 
-def _path(snap: Snapshot) -> str:
-    return snap.uri.rsplit("/", 1)[-1] or "file"
-
-
 def fim_history(snap: Snapshot, history: Sequence[Edit], encode: Encode, budget: int) -> str:
     """The history as comment lines (see the module docstring), at most `budget` tokens; "" when none fits."""
     c = COMMENT.get(snap.spec.key if snap.spec else "", "#")
@@ -76,13 +73,13 @@ def fim_history(snap: Snapshot, history: Sequence[Edit], encode: Encode, budget:
     def comment(diffs: str) -> str:
         return "".join(f"{c} {ln}".rstrip() + "\n" for ln in diffs.split("\n"))
 
-    diffs = render(history, _path(snap), lambda joined: len(encode(comment(joined))) <= budget)
+    diffs = render(history, lambda joined: len(encode(comment(joined))) <= budget, header=False)
     return comment("\n".join(diffs)) if diffs else ""
 
 
 def chat_history(snap: Snapshot, history: Sequence[Edit], encode: Encode, budget: int) -> str:
     """The history as one fenced diff block (oldest first) for a chat instruction, at most `budget` tokens."""
-    diffs = render(history, _path(snap), lambda joined: len(encode(joined)) <= budget)
+    diffs = render(history, lambda joined: len(encode(joined)) <= budget)
     if not diffs:
         return "The user has made no recent edits in this file."
     return "The user's recent edits in this file, oldest first:\n```diff\n" + "\n".join(diffs) + "\n```"

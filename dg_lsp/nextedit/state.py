@@ -71,7 +71,7 @@ class NextEdits:
         """A didChange was applied to `doc` (a dg_lsp.documents.Document): record it in the history."""
         changes = list(changes)
         span = change_span(changes, before, doc.text, starts, encoding)
-        self.history.changed(uri, before_version, doc.version, before, doc.text, span)
+        self.history.changed(uri, before_version, doc.version, before, doc.text, span, doc.starts)
 
     def closed(self, uri: str) -> None:
         """didClose / didOpen again: the history and the proposal belong to the old open."""

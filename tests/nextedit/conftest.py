@@ -22,11 +22,12 @@ SCRIPTED = Path(__file__).with_name("scripted_server.py")
 class ScriptedServer(RawServer):
     """RawServer on scripted_server.py: `rules` are (old, new) replacements the backend makes in the window."""
 
-    def __init__(self, rules: list[tuple[str, str]], confidence: float = 0.99, delay: float = 0.0) -> None:
+    def __init__(self, rules: list[tuple[str, str]], confidence: float = 0.99, delay: float = 0.0,
+                 from_history: bool = False) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
                                                           if p))
         cmd = [sys.executable, str(SCRIPTED), f"--confidence={confidence}", f"--delay={delay}",
-               *(f"{a}=>{b}" for a, b in rules)]
+               *(["--from-history"] if from_history else []), *(f"{a}=>{b}" for a, b in rules)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env)
         self.seen: list[dict] = []
@@ -57,8 +58,8 @@ def servers() -> Any:
 
         @staticmethod
         def scripted(rules: list[tuple[str, str]], options: dict | None = None, confidence: float = 0.99,
-                     delay: float = 0.0) -> ScriptedServer:
-            srv = ScriptedServer(rules, confidence, delay)
+                     delay: float = 0.0, from_history: bool = False) -> ScriptedServer:
+            srv = ScriptedServer(rules, confidence, delay, from_history)
             started.append(srv)
             srv.init_result = srv.initialize(options)
             return srv

@@ -1,11 +1,14 @@
 """A dg-lsp server over stdio whose backend is a script, for tests: a FIM "model" that returns its seed canvas (the
-next edit's window) with fixed replacements made, at a fixed confidence.
+next edit's window) with fixed replacements made, at a fixed confidence. With --from-history it reads the edit
+history the prompt carries (the `# -` / `# +` comment lines) and renames what the last edit renamed, so a test can
+see whether the history reached the prompt.
 
-    python tests/nextedit/scripted_server.py [--confidence=0.99] [--delay=0] OLD=>NEW ...
+    python tests/nextedit/scripted_server.py [--confidence=0.99] [--delay=0] [--from-history] OLD=>NEW ...
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,8 +37,8 @@ class Scripted:
     splits_before_newline = False
     drafts = False
 
-    def __init__(self, rules: list[tuple[str, str]], confidence: float, delay: float) -> None:
-        self.rules, self.confidence, self.delay = rules, confidence, delay
+    def __init__(self, rules: list[tuple[str, str]], confidence: float, delay: float, from_history: bool) -> None:
+        self.rules, self.confidence, self.delay, self.from_history = rules, confidence, delay, from_history
 
     def encode(self, text: str) -> list[int]:
         return [b + OFFSET for b in text.encode()]
@@ -54,14 +57,32 @@ class Scripted:
                 return Result("", cancelled=True)
             time.sleep(0.01)
         text = bytes(i - OFFSET for i in init_ids or [] if i >= OFFSET).decode(errors="replace")
-        for old, new in self.rules:
-            text = text.replace(old, new)
+        rules = list(self.rules)
+        if self.from_history:
+            rules += renamed(bytes(i - OFFSET for i in context_ids if i >= OFFSET).decode(errors="replace"))
+        for old, new in rules:  # whole words where the rule starts / ends with a word character
+            head, tail = (r"\b" if re.match(r"\w", old) else ""), (r"\b" if re.search(r"\w$", old) else "")
+            text = re.sub(head + re.escape(old) + tail, lambda _, new=new: new, text)
         return Result(text, confidence=self.confidence)
 
 
+def renamed(context: str) -> list[tuple[str, str]]:
+    """The (old, new) identifier the last `# -` / `# +` pair of history comment lines renamed, if any."""
+    olds = re.findall(r"^# -(.*)$", context, re.M)
+    news = re.findall(r"^# \+(.*)$", context, re.M)
+    if not olds or not news:
+        return []
+    a, b = re.findall(r"\w+", olds[-1]), re.findall(r"\w+", news[-1])
+    pairs = [(x, y) for x, y in zip(a, b, strict=False) if x != y]
+    return pairs[:1] if len(a) == len(b) else []
+
+
 def main(argv: list[str]) -> None:
-    confidence, delay, rules = 0.99, 0.0, []
+    confidence, delay, rules, from_history = 0.99, 0.0, [], False
     for arg in argv:
+        if arg == "--from-history":
+            from_history = True
+            continue
         if arg.startswith("--confidence="):
             confidence = float(arg.split("=", 1)[1])
         elif arg.startswith("--delay="):
@@ -69,7 +90,8 @@ def main(argv: list[str]) -> None:
         else:
             old, new = arg.split("=>", 1)
             rules.append((old, new))
-    build_server(engine_factory=lambda settings: Scripted(rules, confidence, delay), check=None).start_io()
+    backend = Scripted(rules, confidence, delay, from_history)
+    build_server(engine_factory=lambda settings: backend, check=None).start_io()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dg_lsp.documents import DocumentStore
 from dg_lsp.nextedit.history import EditHistory
-from dg_lsp.nextedit.output import REVERSAL, SYNTAX, UNCHANGED, finish, judge, minimal_edits
+from dg_lsp.nextedit.output import REVERSAL, SYNTAX, UNCHANGED, drop_echoes, finish, judge, minimal_edits
 from dg_lsp.nextedit.prompt import CURSOR, window_hole
 from dg_lsp.nextedit.window import Window
 
@@ -49,10 +49,10 @@ TEXT = "def area(wide, height):\n    return width * height\n"
 
 def test_a_proposal_is_diffed_into_edits_and_an_unchanged_one_is_nothing():
     snap, hole = snap_and_hole(TEXT, 0, 1)
-    edits, why = judge(snap, hole, "def area(wide, height):\n    return wide * height", None)
+    edits, why = judge(snap, hole, "def area(wide, height):\n    return wide * height")
     assert why is None and apply(TEXT, edits) == TEXT.replace("width", "wide")
-    assert judge(snap, hole, hole.replaced, None) == ([], UNCHANGED)
-    assert judge(snap, hole, hole.replaced.replace("\n", "  \n"), None) == ([], UNCHANGED)  # trailing spaces
+    assert judge(snap, hole, hole.replaced) == ([], UNCHANGED)
+    assert judge(snap, hole, hole.replaced.replace("\n", "  \n")) == ([], UNCHANGED)  # trailing spaces
 
 
 def test_a_proposal_that_undoes_the_last_edit_is_withheld():
@@ -61,15 +61,32 @@ def test_a_proposal_that_undoes_the_last_edit_is_withheld():
     h.changed(URI, 1, 2, before, TEXT)
     snap, hole = snap_and_hole(TEXT, 0, 1)
     undo = before.rstrip("\n")
-    assert judge(snap, hole, undo, h.last(URI)) == ([], REVERSAL)
+    assert judge(snap, hole, undo, h.recent(URI)) == ([], REVERSAL)
     # the undo as one of several edits counts too
     both = undo.replace("height):", "h):")
-    assert judge(snap, hole, both, h.last(URI)) == ([], REVERSAL)
+    assert judge(snap, hole, both, h.recent(URI)) == ([], REVERSAL)
+
+
+def test_a_proposal_that_undoes_an_earlier_edit_or_an_accepted_suggestion_is_withheld():
+    text = "a = 1\nb = f(a)\nc = f(a)\n"
+    h = EditHistory()
+    step1 = text.replace("b = f(a)", "b = f(a, 2)")
+    h.changed(URI, 1, 2, text, step1)  # the user's edit
+    step2 = step1.replace("c = f(a)", "c = f(a, 2)")
+    h.changed(URI, 2, 3, step1, step2)  # a suggestion, accepted
+    h.mark_accepted(URI, 2)
+    step3 = step2.replace("a = 1", "a = 10")
+    h.changed(URI, 3, 4, step2, step3)  # the user's last edit, elsewhere
+    snap, hole = snap_and_hole(step3, 0, 2, version=4)
+    for undo in ("a = 10\nb = f(a)\nc = f(a, 2)", "a = 10\nb = f(a, 2)\nc = f(a)"):
+        assert judge(snap, hole, undo, h.recent(URI)) == ([], REVERSAL), undo
+    edits, why = judge(snap, hole, "a = 10\nb = f(a, 3)\nc = f(a, 2)", h.recent(URI))
+    assert why is None and edits  # a new change of an edited line is not an undo
 
 
 def test_a_proposal_that_adds_a_syntax_error_is_withheld():
     snap, hole = snap_and_hole(TEXT, 0, 1)
-    assert judge(snap, hole, "def area(wide, height:\n    return wide * height", None) == ([], SYNTAX)
+    assert judge(snap, hole, "def area(wide, height:\n    return wide * height") == ([], SYNTAX)
 
 
 def test_finish_drops_the_cursor_marker_and_keeps_the_window_line_ends():
@@ -78,3 +95,12 @@ def test_finish_drops_the_cursor_marker_and_keeps_the_window_line_ends():
     assert finish(snap, hole, "\n \n") is None
     crlf, hole2 = snap_and_hole(TEXT.replace("\n", "\r\n"), 0, 1)
     assert finish(crlf, hole2, "a = 1\nb = 2") == "a = 1\r\nb = 2"
+
+
+def test_extra_lines_that_repeat_the_code_around_the_window_are_dropped():
+    text = "import os\n\ndef f(a):\n    return a\n\nprint(f(1))\n"
+    snap, hole = snap_and_hole(text, 2, 3)
+    assert drop_echoes(snap, hole, "def f(a):\n    return a + 1\n\nprint(f(1))") == "def f(a):\n    return a + 1"
+    snap, hole = snap_and_hole("import os\ndef f(a):\n    return a\n", 1, 2)
+    assert drop_echoes(snap, hole, "import os\ndef f(a):\n    return a") == "def f(a):\n    return a"
+    assert drop_echoes(snap, hole, "def f(a):\n    b = a\n    return b") == "def f(a):\n    b = a\n    return b"

@@ -177,3 +177,48 @@ def test_the_shipped_model_end_to_end(servers):
         if result["edits"]:
             compile(apply(RENAMED, result["edits"]), "shapes.py", "exec")  # never a syntax error added
     assert status_counts(srv)["requested"] == 3
+
+
+def test_edit_ranges_are_in_the_negotiated_encoding(servers):
+    """utf-16 (the default): an astral character before the edit on its line counts two."""
+    srv = servers.scripted([("width", "wide")])
+    text = 'def area(width, height):  # 😀 width\n    return width * height\n'
+    srv.open(URI, text, "python")
+    srv.send(srv.change(URI, (0, 9), (0, 14), "wide"))
+    msg_id, request = ask(srv, URI, 0, 13)
+    srv.send(request)
+    edits = srv.response(msg_id)["result"]["edits"]
+    starts = sorted((e["range"]["start"]["line"], e["range"]["start"]["character"]) for e in edits)
+    assert starts == [(0, 33), (1, 14)]  # "...# 😀 wid|th": 30 code points + 1 for the surrogate pair
+
+
+def test_the_history_reaches_the_prompt_and_goes_with_a_close(servers):
+    """A "model" that renames what the history's last edit renamed: the user's keystrokes (merged into one edit)
+    reach it as comment diffs; after a close and a reopen the history is gone and nothing is proposed."""
+    srv = servers.scripted([], from_history=True)
+    srv.open(URI, BEFORE, "python")
+    srv.send(srv.change(URI, (0, 9), (0, 14), ""))  # delete `width`, then type `wide` key by key
+    for i, ch in enumerate("wide"):
+        srv.send(srv.change(URI, (0, 9 + i), (0, 9 + i), ch))
+    msg_id, request = ask(srv, URI, 1, 4)
+    srv.send(request)
+    edits = srv.response(msg_id)["result"]["edits"]
+    assert apply(RENAMED, edits) == RENAMED.replace("width", "wide")
+    srv.send(srv.notification("textDocument/didClose", {"textDocument": {"uri": URI}}))
+    srv.open(URI, RENAMED, "python")  # version 1 again, the same text: no edits made in this open
+    msg_id, request = ask(srv, URI, 1, 4)
+    srv.send(request)
+    assert srv.response(msg_id)["result"] == {"edits": []}
+
+
+def test_the_setting_turns_next_edits_off_and_on(servers):
+    srv = servers.scripted([("width", "wide")], {"nextEdit": False})
+    srv.send(rename(srv))
+    msg_id, request = ask(srv, URI, 0, 13)
+    srv.send(request)
+    assert srv.response(msg_id)["result"] == {"edits": []}
+    assert status_counts(srv)["withheld"] == {"disabled": 1}
+    srv.send(srv.notification("workspace/didChangeConfiguration", {"settings": {"dg": {"nextEdit": True}}}))
+    msg_id, request = ask(srv, URI, 0, 13)
+    srv.send(request)
+    assert srv.response(msg_id)["result"]["edits"]
