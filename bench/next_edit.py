@@ -1,6 +1,6 @@
 """Next-edit suggestions through the real server: held-out edit tasks replayed over stdio and scored.
 
-    python -m bench.next_edit [--model DIR] [--tasks 160] [--seed 0] [--quick] [--out FILE] [--rows FILE]
+    python -m bench.next_edit [--model DIR] [--tasks 120] [--seed 0] [--quick] [--min-confidence X] [--out FILE]
 
 Tasks (bench/next_edit_tasks.py): real code the shipped model never saw (the training corpus's held-out standard
 library files), each a file, the user's edit, the cursor and the expected next state of the window: rename
