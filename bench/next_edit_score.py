@@ -133,6 +133,10 @@ def summarize(rows: list[dict]) -> dict:
         "syntax_breaks": sum(r["syntax_break"] for r in rows),
         "outside_window": sum(r["outside_window"] for r in rows),
         "shown": share(shown, rows),
+        # the engine's confidence in its answer (dg/status), over the answers the model ran for: how sure the model
+        # is of a rewrite seeded from the window's own tokens against one from noise
+        "confidence_p50": round(median(conf), 4) if (conf := [r["confidence"] for r in rows
+                                                               if r.get("confidence") is not None]) else None,
         "p50_ms": round(median(ms), 1) if ms else None,
         "p95_ms": round(percentile(ms, 0.95), 1) if ms else None,
     }
