@@ -25,6 +25,8 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
     "gpu_quant": (["--quick"], {"shape", "canvas", "context", "formats", "machine"}),
     "lsp_latency": (["--quick"], {"server_overhead_ms_p95", "e2e_ms_p50", "e2e_ms_p95", "steps_after_cancel_max",
                                   "typed_ahead_ms_p50", "stages_ms", "targets_met"}),
+    "next_edit": (["--quick"], {"tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks", "shown",
+                                "p50_ms", "p95_ms", "seeded_vs_noise"}),
     "memory": (["--quick"], {"model", "memory", "machine"}),
     "parity": (["--quick"], {"cases", "max_abs_logit_diff", "tokens_identical"}),
     # plots reads a result the suite wrote: the committed one, drawn into the temporary folder
