@@ -7,6 +7,8 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
 - for Python, CPython's parser (`compile(..., PyCF_ONLY_AST)`) rejects the window with the fill when it accepted the
   baseline, or reports its first error earlier than the baseline's. tree-sitter-python is lenient where Python is
   not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
+A window that is not one whole node (lines around the hole, or clipped) is backed by the innermost statement around
+the hole, parsed whole in the same two ways when it has at most STATEMENT_MAX_CHARS characters (`statement_window`).
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
 
 The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
@@ -42,6 +44,9 @@ WINDOW_MAX_CHARS = 8_000  # whatever the lines: a one-line 5 MB file gets a wind
 KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2
+# The biggest statement around the hole the gate also parses whole when the window is not one whole node (see
+# `statement_window`): the standard library's generated tables are 13 KB; CPython parses 32 KB in about 4 ms here.
+STATEMENT_MAX_CHARS = 32_000
 
 
 def error_starts(tree: tree_sitter.Tree, focus: tuple[int, int] | None = None) -> list[int]:
@@ -85,6 +90,12 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
     characters either side of the hole (cut at a line start where one is near, else inside the line). Parsing a
     bounded window keeps the check cheap on big files, where an unclosed bracket or quote in a fill makes
     tree-sitter's error recovery re-parse everything after it."""
+    return _window(snap, hole)[:3]
+
+
+def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
+    """`check_window`'s (start, end, indent), and whether the window is one whole node (not lines around the hole,
+    not clipped): only then is it complete code, which Python's parser can judge."""
     text = snap.text
     hole_line = snap.line_start(hole.start)
     fallback = True
@@ -112,7 +123,29 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
         start = int(snap.starts[max(row - WINDOW_LINES, 0)])
         after = last + WINDOW_LINES + 1
         end = int(snap.starts[after]) if after < len(snap.starts) else len(text)
-    return _clip(snap, hole, start, min(max(end, hole.end), len(text)), indent)
+    end = min(max(end, hole.end), len(text))
+    clipped = _clip(snap, hole, start, end, indent)
+    return (*clipped, not fallback and clipped[:2] == (start, end))
+
+
+def statement_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str] | None:
+    """(start, end, indent) of the innermost statement around the hole (whole lines, re-parsed dedented), or None
+    when there is none or it is longer than STATEMENT_MAX_CHARS. A window cut inside a literal hundreds of lines long
+    (`encodings/cp857.py`) starts mid-literal, so Python's parser rejects it at its first line and cannot judge a
+    fill there (`0x00ator`, a bad `\\u` escape, which tree-sitter does not check): this statement, whole, can."""
+    if snap.tree is None or snap.spec is None:
+        return None
+    kinds = snap.spec.statements | snap.spec.scopes
+    node = snap.tree.root_node.descendant_for_byte_range(snap.byte_offset(hole.start), snap.byte_offset(hole.end))
+    while node is not None and node.parent is not None and not (node.type in kinds or node.parent.parent is None):
+        node = node.parent
+    if node is None or node.parent is None:
+        return None  # the hole is between top-level statements: the window holds what a fill there can break
+    s_off, e_off = snap.span(node)
+    start, end = snap.line_start(s_off), snap.line_end(e_off)
+    if end - start > STATEMENT_MAX_CHARS or start > hole.start or end < hole.end:
+        return None
+    return start, end, leading_ws(snap.text[start:min(snap.line_end(start), start + WINDOW_MAX_CHARS)])
 
 
 def _clip(snap: Snapshot, hole: Hole, start: int, end: int, indent: str) -> tuple[int, int, str]:
@@ -203,12 +236,21 @@ class SyntaxCheck:
     """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own.
 
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
-    candidate fill, counting the bytes it parsed in `parsed_bytes`."""
+    candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
+    of `check_window`'s. When the window is not one whole node, the innermost statement around the hole is checked
+    too (`statement`, see `statement_window`)."""
 
-    def __init__(self, snap: Snapshot, hole: Hole) -> None:
+    def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None) -> None:
         self.snap, self.hole = snap, hole
         self.parser = parser(snap.language) if snap.language else None
-        ws, we, self.indent = check_window(snap, hole)
+        self.statement: SyntaxCheck | None = None
+        if window is None:
+            ws, we, self.indent, whole = _window(snap, hole)
+            span = None if whole or self.parser is None else statement_window(snap, hole)
+            if span is not None and span != (ws, we, self.indent):
+                self.statement = SyntaxCheck(snap, hole, span)
+        else:
+            ws, we, self.indent = window
         self.window = (ws, we)
         head = _dedent(snap.text[ws:hole.start], self.indent, True)
         tail_at_line_start = hole.end == 0 or snap.text[hole.end - 1] in "\r\n"
@@ -237,6 +279,18 @@ class SyntaxCheck:
         return sorted(error_starts(tree, (sb, sb + len(data))) + blocks)
 
     def adds_errors(self, fill: str) -> bool:
+        """Does `fill` add errors to the window (or to the statement around the hole, when that is checked too)?"""
+        if self._adds_errors(fill):
+            return True
+        if self.statement is None:
+            return False
+        before = self.statement.parsed_bytes
+        try:
+            return self.statement.adds_errors(fill)
+        finally:
+            self.parsed_bytes += self.statement.parsed_bytes - before
+
+    def _adds_errors(self, fill: str) -> bool:
         dedented = _dedent(fill, self.indent, False)
         data = dedented.encode("utf-8", "surrogatepass")
         errors = self._errors(data)
