@@ -1,0 +1,83 @@
+"""The fills the confidence gate shows, replayed through the server's post-processing and syntax gate: how many survive,
+and how many of those break the whole file they land in (bench.quality's "gate" figures).
+
+Each shown fill (server canvas length, confidence at or above the gate) is put where the server would put it: the
+held-out hole's text is taken out (the document the user has), `hole_at_cursor` finds the server's hole at that
+cursor, `postprocess` runs with the parse budget of the request, and the edit the server sends is applied: for a
+keystroke the inline item (`lsp_inline_item`: cursor to the end of the replaced text on the cursor's line), for a
+command (Fill hole) the whole hole (`lsp_text_edit`). The result is then parsed whole, as a user's build would:
+- a syntax break: Python's parser (`compile`, PyCF_ONLY_AST) accepted the document and rejects it with the fill;
+- a tree-sitter break (every language): the whole file has more ERROR/MISSING nodes than before.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from dg_lsp.context.index import EXTENSIONS
+from dg_lsp.documents import Document, Snapshot
+from dg_lsp.edits import lsp_inline_item, lsp_text_edit, postprocess
+from dg_lsp.holes import hole_at_cursor
+from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, error_starts, first_error_line
+
+BUDGETS = {"keystroke": KEYSTROKE_PARSE_BYTES, "command": COMMAND_PARSE_BYTES}
+
+
+def shown(rows: list[dict], threshold: float) -> list[dict]:
+    """The rows whose server-length fill the gate shows (as engine.calibrate.gate_table counts them)."""
+    return [r for r in rows if r["server"]["confidence"] is not None and r["server"]["confidence"] >= threshold]
+
+
+def _edited(snap: Snapshot, hole, cursor: int, fill: str, request: str) -> str:
+    """The document after the server's edit for `request` ("keystroke": the inline item; "command": the hole)."""
+    if request == "keystroke":
+        item = lsp_inline_item(snap, hole, cursor, fill, "utf-32")
+        start, end, new = (snap.offset_at(item.range.start.line, item.range.start.character, "utf-32"),
+                           snap.offset_at(item.range.end.line, item.range.end.character, "utf-32"), item.insert_text)
+    else:
+        edit = lsp_text_edit(snap, hole, fill, "utf-32")
+        start, end, new = hole.start, hole.end, edit.new_text
+    return snap.text[:start] + new + snap.text[end:]
+
+
+def _tree_errors(language: str, text: str) -> int:
+    return len(error_starts(Document("file:///replay", language, 1, text).snapshot().tree))
+
+
+def replay(rows: list[dict], texts: dict[str, str], threshold: float, log: bool = True) -> dict:
+    """rows: bench.quality's per-hole rows; texts: file -> its text. Per request kind: shown_after_postprocess,
+    syntax_breaks, tree_sitter_breaks, and the post-processing CPU time (ms, p50 and max) of the shown fills,
+    the syntax gate's baseline included (the server prepares it beside the engine)."""
+    out: dict[str, dict] = {}
+    for request, budget in BUDGETS.items():
+        kept, syntax, trees, post_ms = 0, 0, 0, []
+        for r in shown(rows, threshold):
+            rel = r["file"]
+            language = EXTENSIONS.get(Path(rel).suffix)
+            if language is None:
+                continue
+            text = texts[rel]
+            cursor = r["start"]
+            doc = text[:cursor] + text[cursor + len(r["middle"]):]
+            snap = Document(f"file:///{rel}", language, 1, doc).snapshot()
+            hole = hole_at_cursor(snap, cursor)
+            t0 = time.process_time()  # CPU time: the figure should not depend on the machine's load
+            fill = postprocess(snap, hole, r["server"]["fill"], None, budget)
+            post_ms.append((time.process_time() - t0) * 1e3)
+            if fill is None:
+                continue
+            kept += 1
+            after = _edited(snap, hole, cursor, fill, request)
+            broke_python = (language == "python" and first_error_line(doc) is None
+                            and first_error_line(after) is not None)
+            broke_tree = _tree_errors(language, after) > _tree_errors(language, doc)
+            syntax, trees = syntax + broke_python, trees + broke_tree
+            if log and (broke_python or broke_tree):
+                print(f"  {request}: {'python' if broke_python else 'tree-sitter'} break in {rel} at {cursor} "
+                      f"({hole.kind}): {fill!r}")
+        out[request] = {"shown_after_postprocess": kept, "syntax_breaks": syntax, "tree_sitter_breaks": trees,
+                        "post_cpu_ms_p50": round(statistics.median(post_ms), 2) if post_ms else None,
+                        "post_cpu_ms_max": round(max(post_ms), 2) if post_ms else None}
+    return out
