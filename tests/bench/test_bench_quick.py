@@ -3,8 +3,8 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 `bench.service` crashed for weeks after a shared client changed) fails here. Not timing tests (STYLE rule 12): the
 figures are not checked, only that they are there.
 
-Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, rawlsp, report) are libraries of the ones
-below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
+Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, rawlsp, report) are libraries of the
+ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
 
