@@ -7,7 +7,9 @@ cursor, `postprocess` runs with the parse budget of the request, and the edit th
 keystroke the inline item (`lsp_inline_item`: cursor to the end of the replaced text on the cursor's line), for a
 command (Fill hole) the whole hole (`lsp_text_edit`). The result is then parsed whole, as a user's build would:
 - a syntax break: Python's parser (`compile`, PyCF_ONLY_AST) accepted the document and rejects it with the fill;
-- a tree-sitter break (every language): the whole file has more ERROR/MISSING nodes than before.
+- a tree-sitter break (every language): the whole file has more ERROR/MISSING nodes than before; "_clean" counts
+  those in files that had none before (in a file already broken, tree-sitter's error recovery over the whole file
+  may count differently from the syntax gate's window although the fill is harmless).
 """
 
 from __future__ import annotations
@@ -48,11 +50,11 @@ def _tree_errors(language: str, text: str) -> int:
 
 def replay(rows: list[dict], texts: dict[str, str], threshold: float, log: bool = True) -> dict:
     """rows: bench.quality's per-hole rows; texts: file -> its text. Per request kind: shown_after_postprocess,
-    syntax_breaks, tree_sitter_breaks, and the post-processing CPU time (ms, p50 and max) of the shown fills,
+    syntax_breaks, tree_sitter_breaks(_clean), and the post-processing CPU time (ms, p50 and max) of the shown fills,
     the syntax gate's baseline included (the server prepares it beside the engine)."""
     out: dict[str, dict] = {}
     for request, budget in BUDGETS.items():
-        kept, syntax, trees, post_ms = 0, 0, 0, []
+        kept, syntax, trees, clean, post_ms = 0, 0, 0, 0, []
         for r in shown(rows, threshold):
             rel = r["file"]
             language = EXTENSIONS.get(Path(rel).suffix)
@@ -72,12 +74,14 @@ def replay(rows: list[dict], texts: dict[str, str], threshold: float, log: bool 
             after = _edited(snap, hole, cursor, fill, request)
             broke_python = (language == "python" and first_error_line(doc) is None
                             and first_error_line(after) is not None)
-            broke_tree = _tree_errors(language, after) > _tree_errors(language, doc)
-            syntax, trees = syntax + broke_python, trees + broke_tree
+            errors_before = _tree_errors(language, doc)
+            broke_tree = _tree_errors(language, after) > errors_before
+            syntax, trees, clean = syntax + broke_python, trees + broke_tree, clean + (broke_tree and not errors_before)
             if log and (broke_python or broke_tree):
                 print(f"  {request}: {'python' if broke_python else 'tree-sitter'} break in {rel} at {cursor} "
                       f"({hole.kind}): {fill!r}")
         out[request] = {"shown_after_postprocess": kept, "syntax_breaks": syntax, "tree_sitter_breaks": trees,
+                        "tree_sitter_breaks_clean": clean,
                         "post_cpu_ms_p50": round(statistics.median(post_ms), 2) if post_ms else None,
                         "post_cpu_ms_max": round(max(post_ms), 2) if post_ms else None}
     return out

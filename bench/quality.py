@@ -128,8 +128,8 @@ def gate_report(rows: list[dict], threshold: float, plot: Path | None, texts: di
     after = replay(rows, texts, threshold)
     for request, v in after.items():
         print(f"  {request:<9}: {v['shown_after_postprocess']} kept, {v['syntax_breaks']} break Python's parse of the "
-              f"file, {v['tree_sitter_breaks']} add tree-sitter errors; post-processing CPU p50 {v['post_cpu_ms_p50']} "
-              f"ms, max {v['post_cpu_ms_max']} ms")
+              f"file, {v['tree_sitter_breaks']} add tree-sitter errors ({v['tree_sitter_breaks_clean']} to a file "
+              f"with none); post-processing CPU p50 {v['post_cpu_ms_p50']} ms, max {v['post_cpu_ms_max']} ms")
     return {"threshold": threshold, "shown": at["shown"], "exact_match": at["exact_match"],
             "edit_similarity": at["edit_similarity"], **after["command"], "keystroke": after["keystroke"]}
 
