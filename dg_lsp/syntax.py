@@ -94,8 +94,8 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
 
 
 def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
-    """`check_window`'s (start, end, indent), and whether the window is one whole node (not lines around the hole,
-    not clipped): only then is it complete code, which Python's parser can judge."""
+    """`check_window`'s (start, end, indent), and whether the window is one whole node (complete code), not lines
+    around the hole or clipped."""
     text = snap.text
     hole_line = snap.line_start(hole.start)
     fallback = True
@@ -129,10 +129,9 @@ def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
 
 
 def statement_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str] | None:
-    """(start, end, indent) of the innermost statement around the hole (whole lines, re-parsed dedented), or None
-    when there is none or it is longer than STATEMENT_MAX_CHARS. A window cut inside a literal hundreds of lines long
-    (`encodings/cp857.py`) starts mid-literal, so Python's parser rejects it at its first line and cannot judge a
-    fill there (`0x00ator`, a bad `\\u` escape, which tree-sitter does not check): this statement, whole, can."""
+    """(start, end, indent) of the innermost statement around the hole (whole lines, re-parsed dedented), or None if
+    none or over STATEMENT_MAX_CHARS. A window inside a literal hundreds of lines long (`encodings/cp857.py`) fails
+    Python's parser at its first line, so only the whole statement can judge `0x00ator` or a bad `\\u` escape."""
     if snap.tree is None or snap.spec is None:
         return None
     kinds = snap.spec.statements | snap.spec.scopes
@@ -237,18 +236,22 @@ class SyntaxCheck:
 
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
     candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
-    of `check_window`'s. When the window is not one whole node, the innermost statement around the hole is checked
-    too (`statement`, see `statement_window`)."""
+    of `check_window`'s; `tree`: False for Python's parser alone. A window not one whole node is replaced by the
+    statement around the hole (`statement_window`) if that holds it, else backed by it (by Python's parser alone
+    where the window holds the statement: tree-sitter reads it there)."""
 
-    def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None) -> None:
-        self.snap, self.hole = snap, hole
+    def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None,
+                 tree: bool = True) -> None:
+        self.snap, self.hole, self.tree = snap, hole, tree
         self.parser = parser(snap.language) if snap.language else None
         self.statement: SyntaxCheck | None = None
         if window is None:
             ws, we, self.indent, whole = _window(snap, hole)
             span = None if whole or self.parser is None else statement_window(snap, hole)
-            if span is not None and span != (ws, we, self.indent):
-                self.statement = SyntaxCheck(snap, hole, span)
+            if span is not None and span[0] <= ws and span[1] >= we:
+                ws, we, self.indent = span
+            elif span is not None and (span[0] < ws or span[1] > we or snap.language == "python"):
+                self.statement = SyntaxCheck(snap, hole, span, tree=span[0] < ws or span[1] > we)
         else:
             ws, we, self.indent = window
         self.window = (ws, we)
@@ -258,7 +261,7 @@ class SyntaxCheck:
         self.head, self.tail = head.encode("utf-8", "surrogatepass"), tail.encode("utf-8", "surrogatepass")
         self.parsed_bytes = 0
         replaced = _dedent(hole.replaced, self.indent, False)
-        self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser is not None else []
+        self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser and tree else []
         # Python's own parser, on the same window (str): the line of the hole, and the baseline's first error
         self.python = snap.language == "python"
         if self.python:
@@ -280,20 +283,18 @@ class SyntaxCheck:
 
     def adds_errors(self, fill: str) -> bool:
         """Does `fill` add errors to the window (or to the statement around the hole, when that is checked too)?"""
-        if self._adds_errors(fill):
-            return True
-        if self.statement is None:
-            return False
+        bad = self._adds_errors(fill)
+        if bad or self.statement is None:
+            return bad
         before = self.statement.parsed_bytes
-        try:
-            return self.statement.adds_errors(fill)
-        finally:
-            self.parsed_bytes += self.statement.parsed_bytes - before
+        bad = self.statement.adds_errors(fill)
+        self.parsed_bytes += self.statement.parsed_bytes - before
+        return bad
 
     def _adds_errors(self, fill: str) -> bool:
         dedented = _dedent(fill, self.indent, False)
         data = dedented.encode("utf-8", "surrogatepass")
-        errors = self._errors(data)
+        errors = self._errors(data) if self.tree else []
         if len(errors) != len(self.base):
             if len(errors) > len(self.base):
                 return True
