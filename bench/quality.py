@@ -12,6 +12,7 @@ survive it and how many of those still break the whole file.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -135,10 +136,11 @@ def gate_report(rows: list[dict], threshold: float, plot: Path | None, texts: di
 
 
 def saved_rows(path: Path) -> tuple[list[dict], dict[str, str]]:
-    """Rows written by --rows, and the texts of their files (held-out standard-library files, as run_holes read)."""
+    """Rows written by --rows (gzipped if PATH ends in .gz), and the texts of their files (held-out standard-library files, as run_holes read)."""
     from engine.train.corpus import stdlib_root
 
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    rows = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
     return rows, {r["file"]: (stdlib_root() / r["file"]).read_text(encoding="utf-8") for r in rows}
 
 

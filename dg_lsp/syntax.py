@@ -7,8 +7,8 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
 - for Python, CPython's parser (`compile(..., PyCF_ONLY_AST)`) rejects the window with the fill when it accepted the
   baseline, or reports its first error earlier than the baseline's. tree-sitter-python is lenient where Python is
   not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
-A window that is not one whole node (lines around the hole, or clipped) is backed by the innermost statement around
-the hole, parsed whole in the same two ways when it has at most STATEMENT_MAX_CHARS characters (`statement_window`).
+For Python, a window that is not one whole node (lines around the hole, or clipped) is backed by the innermost
+statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`).
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
 
 The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
@@ -44,8 +44,8 @@ WINDOW_MAX_CHARS = 8_000  # whatever the lines: a one-line 5 MB file gets a wind
 KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2
-# Parsed whole beside a window that is not one whole node (`statement_window`): the held-out standard library's
-# largest literal is 36 KB (locale.locale_alias); 40 KB costs ~2 ms CPU in CPython's parser and ~2 ms in tree-sitter.
+# Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
+# library's largest literal is 36 KB (locale.locale_alias); CPython parses 40 KB in ~2-4 ms CPU here.
 STATEMENT_MAX_CHARS = 40_000
 
 
@@ -236,9 +236,8 @@ class SyntaxCheck:
 
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
     candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
-    of `check_window`'s; `tree`: False for Python's parser alone. A window not one whole node is replaced by the
-    statement around the hole (`statement_window`) if that holds it, else backed by it (by Python's parser alone
-    where the window holds the statement: tree-sitter reads it there)."""
+    of `check_window`'s; `tree`: False for Python's parser alone. For Python, a window that is not one whole node is
+    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`)."""
 
     def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None,
                  tree: bool = True) -> None:
@@ -247,11 +246,9 @@ class SyntaxCheck:
         self.statement: SyntaxCheck | None = None
         if window is None:
             ws, we, self.indent, whole = _window(snap, hole)
-            span = None if whole or self.parser is None else statement_window(snap, hole)
-            if span is not None and span[0] <= ws and span[1] >= we:
-                ws, we, self.indent = span
-            elif span is not None and (span[0] < ws or span[1] > we or snap.language == "python"):
-                self.statement = SyntaxCheck(snap, hole, span, tree=span[0] < ws or span[1] > we)
+            span = None if whole or snap.language != "python" else statement_window(snap, hole)
+            if span is not None:  # Python's parser alone: tree-sitter's check stays on the window
+                self.statement = SyntaxCheck(snap, hole, span, tree=False)
         else:
             ws, we, self.indent = window
         self.window = (ws, we)

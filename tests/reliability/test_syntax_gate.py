@@ -180,9 +180,10 @@ def test_a_fill_that_keeps_a_huge_literal_parsing_is_kept(text, before, fill):
 
 
 def test_the_statement_around_the_hole_is_checked_only_when_the_window_cuts_it_and_it_is_small_enough():
-    snap = snapshot(ENCODING_MAP)  # the window, lines inside the literal, is replaced by the whole statement
+    snap = snapshot(ENCODING_MAP)  # the window, lines inside the literal, is backed by the whole statement
     check = SyntaxCheck(snap, hole_at_cursor(snap, ENCODING_MAP.index("    0x0096: ") + 12))
-    assert check.window == (ENCODING_MAP.index("encoding_map"), len(ENCODING_MAP) - 1) and check.statement is None
+    assert check.statement is not None and not check.statement.tree  # Python's parser alone
+    assert check.statement.window == (ENCODING_MAP.index("encoding_map"), len(ENCODING_MAP) - 1)
     small = "import codecs\n\nencoding_map = {\n    0x0001: 0x0001,\n}\n"
     snap = snapshot(small)
     assert SyntaxCheck(snap, hole_at_cursor(snap, small.index("0x0001,"))).statement is None  # the window is whole
@@ -190,7 +191,7 @@ def test_the_statement_around_the_hole_is_checked_only_when_the_window_cuts_it_a
     text = "def long():\n" + body + "    return v0\n"
     snap = snapshot(text)
     check = SyntaxCheck(snap, hole_at_cursor(snap, text.index("    v100 = ") + 11))
-    assert check.statement is not None and not check.statement.tree  # one line inside the window: Python's parser
+    assert check.statement is not None and not check.statement.tree
     assert check.statement.window == (text.index("    v100 = "), text.index("\n    v101 = "))
     n = STATEMENT_MAX_CHARS // 20  # a literal longer than the cap: the window alone judges, its cost bounded
     big = "m = {\n" + "".join(f"    0x{i:06x}: 0x{i:06x},  # e\n" for i in range(n)) + "}\n"
