@@ -1,5 +1,6 @@
 """The fills the confidence gate shows, replayed through the server's post-processing and syntax gate: how many survive,
-and how many of those break the whole file they land in (bench.quality's "gate" figures).
+and how many of those break the whole file they land in (bench.quality's "gate" figures); and what the syntax gate's
+statement check costs on the keystroke path (`statement_cost`).
 
 Each shown fill (server canvas length, confidence at or above the gate) is put where the server would put it: the
 held-out hole's text is taken out (the document the user has), `hole_at_cursor` finds the server's hole at that
@@ -22,7 +23,7 @@ from dg_lsp.context.index import EXTENSIONS
 from dg_lsp.documents import Document, Snapshot
 from dg_lsp.edits import lsp_inline_item, lsp_text_edit, postprocess
 from dg_lsp.holes import hole_at_cursor
-from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, error_starts, first_error_line
+from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, error_starts, first_error_line, prepare_check
 
 BUDGETS = {"keystroke": KEYSTROKE_PARSE_BYTES, "command": COMMAND_PARSE_BYTES}
 
@@ -85,3 +86,33 @@ def replay(rows: list[dict], texts: dict[str, str], threshold: float, log: bool 
                         "post_cpu_ms_p50": round(statistics.median(post_ms), 2) if post_ms else None,
                         "post_cpu_ms_max": round(max(post_ms), 2) if post_ms else None}
     return out
+
+
+def statement_cost(rows: list[dict], texts: dict[str, str], reps: int = 5) -> dict:
+    """The CPU the syntax gate's statement check (dg_lsp.syntax.statement_window) adds on the keystroke path: for
+    every row's hole whose prepared check has one, `postprocess` at the keystroke budget with the check and with it
+    removed (the window alone, as before it), alternating, the minimum of `reps` runs each."""
+    added, touched = [], 0
+    for r in rows:
+        language = EXTENSIONS.get(Path(r["file"]).suffix)
+        if language is None:
+            continue
+        text, cursor = texts[r["file"]], r["start"]
+        snap = Document("file:///cost", language, 1, text[:cursor] + text[cursor + len(r["middle"]):]).snapshot()
+        hole = hole_at_cursor(snap, cursor)
+        check = prepare_check(snap, hole)
+        if check is None or check.statement is None:
+            continue
+        touched += 1
+        statement, cpu = check.statement, {True: [], False: []}
+        for _ in range(reps):
+            for on in (True, False):
+                check.statement = statement if on else None
+                t0 = time.process_time()
+                postprocess(snap, hole, r["server"]["fill"], check, KEYSTROKE_PARSE_BYTES)
+                cpu[on].append(time.process_time() - t0)
+        added.append((min(cpu[True]) - min(cpu[False])) * 1e3)
+    q = statistics.quantiles(added, n=20, method="inclusive") if len(added) > 1 else added * 19
+    return {"holes": len(rows), "touched": touched, "added_cpu_ms_p50": round(statistics.median(added), 2) if added
+            else None, "added_cpu_ms_p95": round(q[18], 2) if added else None,
+            "added_cpu_ms_max": round(max(added), 2) if added else None}

@@ -28,7 +28,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gate_replay import replay  # noqa: E402
+from bench.gate_replay import replay, statement_cost  # noqa: E402
 from engine.tokens import InfillFormat  # noqa: E402
 from engine.train.data import DataConfig, cut_prefix, cut_suffix  # noqa: E402
 from engine.train.evaluate import (  # noqa: E402
@@ -131,12 +131,18 @@ def gate_report(rows: list[dict], threshold: float, plot: Path | None, texts: di
         print(f"  {request:<9}: {v['shown_after_postprocess']} kept, {v['syntax_breaks']} break Python's parse of the "
               f"file, {v['tree_sitter_breaks']} add tree-sitter errors ({v['tree_sitter_breaks_clean']} to a file "
               f"with none); post-processing CPU p50 {v['post_cpu_ms_p50']} ms, max {v['post_cpu_ms_max']} ms")
+    cost = statement_cost(rows, texts)
+    print(f"  the syntax gate's statement check, on the {cost['touched']} of {cost['holes']} holes it touches, adds "
+          f"{cost['added_cpu_ms_p50']} ms CPU at the median ({cost['added_cpu_ms_p95']} p95, "
+          f"{cost['added_cpu_ms_max']} max) to the keystroke's post-processing")
     return {"threshold": threshold, "shown": at["shown"], "exact_match": at["exact_match"],
-            "edit_similarity": at["edit_similarity"], **after["command"], "keystroke": after["keystroke"]}
+            "edit_similarity": at["edit_similarity"], **after["command"], "keystroke": after["keystroke"],
+            "statement_check": cost}
 
 
 def saved_rows(path: Path) -> tuple[list[dict], dict[str, str]]:
-    """Rows written by --rows (gzipped if PATH ends in .gz), and the texts of their files (held-out standard-library files, as run_holes read)."""
+    """Rows written by --rows (gzipped if the name ends in .gz), and the texts of their files (held-out
+    standard-library files, as run_holes read them)."""
     from engine.train.corpus import stdlib_root
 
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()

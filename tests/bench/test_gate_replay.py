@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import gate_replay
-from bench.gate_replay import replay
+from bench.gate_replay import replay, statement_cost
 
 TABLE = ("import codecs\n\nencoding_map = {\n"
          + "".join(f"    0x{i:04x}: 0x{i:04x},     #  ENTRY {i}\n" for i in range(300)) + "}\n")
@@ -38,3 +38,8 @@ def test_a_fill_that_breaks_the_file_is_counted(monkeypatch, request_kind):
     assert (out["shown_after_postprocess"], out["syntax_breaks"]) == (2, 1)
     # `0x00ator`: an integer then a name, an ERROR node for tree-sitter, in a file that had none
     assert out["tree_sitter_breaks"] == out["tree_sitter_breaks_clean"] == 1
+
+
+def test_the_statement_check_cost_is_measured_on_the_holes_it_touches():
+    out = statement_cost(ROWS, {"encodings/table.py": TABLE}, reps=1)
+    assert (out["holes"], out["touched"]) == (3, 3) and out["added_cpu_ms_max"] is not None
