@@ -101,7 +101,9 @@ def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
     fallback = True
     start, end, indent = hole_line, hole.end, ""
     if snap.tree is not None and snap.spec is not None:
-        b_lo, b_hi = snap.byte_offset(hole_line), snap.byte_offset(hole.end)
+        # from the line's first code character: its indent belongs to the enclosing block, not to a method on the line
+        lo = hole_line + len(leading_ws(text[hole_line:min(hole.start, hole_line + WINDOW_MAX_CHARS)]))
+        b_lo, b_hi = snap.byte_offset(lo), snap.byte_offset(hole.end)
         node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
         chain = []
         while node is not None and node.parent is not None:

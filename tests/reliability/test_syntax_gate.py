@@ -200,3 +200,18 @@ def test_the_statement_around_the_hole_is_checked_only_when_the_window_cuts_it_a
     assert check.statement is None
     check.adds_errors("0x1,")
     assert check.parsed_bytes <= 3 * WINDOW_MAX_CHARS + 100
+
+
+def test_a_hole_in_a_method_of_a_long_class_is_checked_in_that_method():
+    """The line's indent belongs to the class body, not to the `def` on it: the window is the method (complete code,
+    which Python's parser can judge), not lines around the hole (imaplib.py's `def getacl(|)`)."""
+    methods = "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(60))
+    text = "class Big:\n" + methods + "    def getacl(self, mailbox):\n        return mailbox\n"
+    cursor = text.index("def getacl(") + len("def getacl(")
+    doc = text[:cursor] + text[cursor + len("self, mailbox"):]
+    snap = snapshot(doc)
+    hole = hole_at_cursor(snap, cursor)
+    check = SyntaxCheck(snap, hole)
+    assert check.window == (doc.index("    def getacl("), len(doc) - 1) and check.statement is None
+    assert postprocess(snap, hole, "self,sep, dict parts") == "self,sep, dict"  # not `(self,sep, dict parts):`
+    assert postprocess(snap, hole, "self, sep") == "self, sep"
