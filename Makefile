@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-py test-vscode bench lint train vllm-contract
+.PHONY: setup demo test test-py test-vscode typecheck bench lint train vllm-contract
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,11 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/python -m dg_lsp.demo
 
-test: test-py test-vscode
+test: typecheck test-py test-vscode
+
+# The engine seam and its implementers, strict ([tool.mypy] in pyproject.toml); fails on a violation.
+typecheck: setup
+	$(BIN)/mypy
 
 # pytest exits 5 when it collected nothing: make stops on any non-zero exit, so an empty run fails.
 # Parallel workers (one per core, at most 4): most server tests wait on a child process, so 2 workers on 2 cores

@@ -3,12 +3,15 @@
 each quant type against F32 on a small random model, and the load time and host memory of a GGUF load.
 
     python -m bench.gguf [--quick]
+    python -m bench.gguf --logits-only --device cuda   # on a device: each type's logits, served packed there
+                                                       # (the Triton dequant-GEMM), against F32 on the same device
 
 Last line JSON: q4_k_m_bytes, published_bytes, kernel_max_rel_err (the Triton ggml-block MoE kernel against its eager
 oracle, fp32 activations, under TRITON_INTERPRET=1 here: no GPU), dequantizer_max_rel_err (our torch dequantizer,
 the CPU matmul path, against gguf.quants.dequantize), logit_rel_err {type: x}, load_s, host_mb_beyond_map (peak
 anonymous resident memory added while loading: the map's pages are not counted; it includes the tensors dequantized
-to the compute dtype at load, `dequantized_mb`), mixes, fit_4090.
+to the compute dtype at load, `dequantized_mb`), host_mb_beyond_served (that peak less `dequantized_mb`: the load's
+own temporaries), mixes, fit_4090.
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def dequantized_mb(path: Path, compute_bytes: int) -> float:
     return round(total / 2**20, 1)
 
 
-def logit_errors(root: Path) -> dict:
+def logit_errors(root: Path, device: str = "cpu") -> dict:
     """Each quant type against F32 on the shipped model (trained weights: a random model's logits move by tens of
     percent under any rounding), all loaded from GGUF and served packed; decoder logits on a code context and a
     random canvas. Its rows are 192 or 512 wide, so a K-quant covers the 512-wide rows (down projections, expert
@@ -140,13 +143,13 @@ def logit_errors(root: Path) -> dict:
     src = default_model_path()
 
     def logits(path: Path) -> torch.Tensor:
-        eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
+        eng = Engine.from_pretrained(path, device=device, dtype="float32")
         model = eng.model
         g = torch.Generator().manual_seed(0)
-        ctx = torch.randint(0, model.cfg.vocab_size, (1, 48), generator=g)
-        canvas = torch.randint(0, model.cfg.vocab_size, (1, 16), generator=g)
+        ctx = torch.randint(0, model.cfg.vocab_size, (1, 48), generator=g).to(eng.device)
+        canvas = torch.randint(0, model.cfg.vocab_size, (1, 16), generator=g).to(eng.device)
         with torch.inference_mode():
-            return model.decode(canvas, model.encode(ctx, KVCache()), None)
+            return model.decode(canvas, model.encode(ctx, KVCache()), None).float().cpu()
 
     ref = logits(W.write_gguf(src, root / "F32.gguf", "F32"))
     out, types = {}, {}
@@ -189,8 +192,16 @@ def load_stats(path: Path, dtype: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller model for the logit and load figures")
+    ap.add_argument("--device", default="cpu", help="where the logit comparison runs (cuda: the packed kernels)")
+    ap.add_argument("--logits-only", action="store_true", help="only the logit errors (the device check)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.logits_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            le = logit_errors(Path(tmp), args.device)
+        print(f"logit rel err vs F32 on {args.device}: {le['logit_rel_err']}")
+        emit({"device": args.device, "logit_rel_err": le["logit_rel_err"], "machine": machine()})
+        return
     small = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3, num_attention_heads=2,
                  num_key_value_heads=1, head_dim=128, global_head_dim=256, num_global_key_value_heads=1,
                  sliding_window=8, layer_types=["sliding_attention", "full_attention", "full_attention"],
@@ -230,6 +241,7 @@ def main() -> None:
           "kernel_max_rel_err": kerr, "dequantizer_max_rel_err": err,
           "logit_rel_err": logit, "load_s": stats["load_s"], "host_mb_beyond_map": stats["peak_anon_mb"],
           "host_mb_kept": stats["kept_anon_mb"], "dequantized_mb": stats["dequantized_mb"],
+          "host_mb_beyond_served": round(stats["peak_anon_mb"] - stats["dequantized_mb"], 1),
           "load_file_mb": round(size_mb, 1),
           "mixes": {k: {kk: vv for kk, vv in v.items() if kk != "types"} for k, v in mix.items()},
           "fit_4090": q4["fits_4090"], "quick": args.quick, "machine": machine()})

@@ -46,7 +46,7 @@ def syncs_and_ops(path: Path, steps: int) -> dict:
 
 
 def fullgraph(path: Path) -> dict:
-    from engine.denoise import denoise_step
+    from engine.denoise import CounterNoise, denoise_step
     from engine.kv_cache import KVCache
     from engine.runner import Schedule, StepRunner
     from engine.sampler import vocab_pass_torch
@@ -56,12 +56,12 @@ def fullgraph(path: Path) -> dict:
         cache = eng.model.encode(torch.arange(3, 60)[None] % eng.vocab_size, KVCache())
         runner = StepRunner(eng.model, vocab_pass_torch, compile=True)
         run = runner.start(cache, 16, 2, False, Schedule(1, 8, 0.4, 0.8, 0.1, 1e-9))
-        explained = torch._dynamo.explain(denoise_step)(eng.model, run.kv, run.state, vocab_pass_torch)
+        explained = torch._dynamo.explain(denoise_step)(eng.model, run.kv, run.state, CounterNoise(vocab_pass_torch))
         torch._dynamo.reset()
         ok = True
         try:
             torch.compile(denoise_step, fullgraph=True, backend="aot_eager")(eng.model, run.kv, run.state,
-                                                                             vocab_pass_torch)
+                                                                             CounterNoise(vocab_pass_torch))
         except Exception as e:  # reported, not raised: the figure is the finding
             print(f"compile failed: {type(e).__name__}: {str(e)[:300]}")
             ok = False

@@ -60,6 +60,15 @@ class Settings:
     cross_file_tokens: int | None = None
     index_max_files: int = 5000
     index_max_file_bytes: int = 262144
+    # next-edit suggestions (docs/PROTOCOL.md "Next edits"): on/off; how long clients wait after the last edit
+    # before they ask; the window's lines above/below the cursor; clients show only a gutter mark; the seeded
+    # canvas's corruption level (FIM checkpoints: 0 the window as it is, 1 from noise)
+    next_edit: bool = True
+    next_edit_debounce_ms: int = 400
+    next_edit_lines_above: int = 2
+    next_edit_lines_below: int = 8
+    next_edit_indicator_only: bool = False
+    next_edit_noise: float = 0.5
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -168,6 +177,12 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "cross_file_tokens": _int_range(0, 16384, nullable=True),
     "index_max_files": _int_range(0, 1_000_000),
     "index_max_file_bytes": _int_range(1024, 16 << 20),
+    "next_edit": _bool,
+    "next_edit_debounce_ms": _int_range(0, 10_000),
+    "next_edit_lines_above": _int_range(0, 50),
+    "next_edit_lines_below": _int_range(0, 100),
+    "next_edit_indicator_only": _bool,
+    "next_edit_noise": _fraction,
 }
 
 # wire key (camelCase) -> field name
@@ -196,6 +211,12 @@ KEYS: dict[str, str] = {
     "crossFileTokens": "cross_file_tokens",
     "indexMaxFiles": "index_max_files",
     "indexMaxFileBytes": "index_max_file_bytes",
+    "nextEdit": "next_edit",
+    "nextEditDebounceMs": "next_edit_debounce_ms",
+    "nextEditLinesAbove": "next_edit_lines_above",
+    "nextEditLinesBelow": "next_edit_lines_below",
+    "nextEditIndicatorOnly": "next_edit_indicator_only",
+    "nextEditNoise": "next_edit_noise",
 }
 
 _DEFAULTS = Settings()
@@ -230,7 +251,7 @@ def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list
             continue
         if name == "languages" and isinstance(value, list):
             value = tuple(value)
-        if name in ("entropy_bound", "min_confidence", "rewrite_noise") and _is_int(value):
+        if name in ("entropy_bound", "min_confidence", "rewrite_noise", "next_edit_noise") and _is_int(value):
             value = float(value)
         err = _CHECKS[name](value)
         if err:

@@ -131,6 +131,21 @@ class FillOutcome:
         return self.stats.error
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How a fill's prompt is built and its answer finished: a hole's fill by default (dg_lsp.prompt.build_prompt,
+    dg_lsp.edits.postprocess); a next edit (dg_lsp.nextedit) brings its own window prompt and answer. `seed_noise`
+    (not None) seeds the canvas from the hole's text at that noise level, whatever the rewrite settings say;
+    `drafts` False: no dg/draft for this fill (a next edit's window is not a hole a client shows drafts in)."""
+
+    build: Callable[..., Prompt] = build_prompt
+    finish: Callable[..., str | None] = postprocess
+    seed_noise: float | None = None
+    drafts: bool = True
+
+
+HOLE_FILL = Shape()
+
 # Context from other files for a hole: (snapshot, hole offset, encode, token budget) -> (snippets, the current
 # file's path as the prompt names it); dg_lsp.session wires it to the workspace index.
 Related = Callable[[Snapshot, int, Callable[[str], list[int]], int], tuple[Sequence[Snippet], str]]
@@ -149,15 +164,18 @@ class FillEvents:
 async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
                    worker: Worker, request_id: str, trace: Trace,
                    identity_of: Callable[[str], tuple[int, int] | None],
-                   events: FillEvents, related: Related | None = None) -> FillOutcome:
+                   events: FillEvents, related: Related | None = None, shape: Shape = HOLE_FILL) -> FillOutcome:
     """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
     t0 = trace.mark("fill")
+    if shape.seed_noise is not None or not shape.drafts:
+        policy = replace(policy, seed_noise=policy.seed_noise if shape.seed_noise is None else shape.seed_noise,
+                         drafts=policy.drafts and shape.drafts)
     fmt = backend.prompt_format
     encode, budget = caches.encoder(backend), fmt.context_budget(policy.context_tokens)
     snippets, current = ((), "")
     if related is not None and policy.cross_file_tokens > 0:
         snippets, current = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
-    prompt = build_prompt(snap, hole, encode, fmt, budget, snippets, current)
+    prompt = shape.build(snap, hole, encode, fmt, budget, snippets, current)
     stats = FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
                       context_tokens=len(prompt.context_ids), canvas_length=prompt.canvas_length,
                       prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3),
@@ -205,7 +223,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
         t_post = time.perf_counter()
         stats.check_prepared = prepared[0] is not None if prepared else False
         code = fmt.answer(raw, prompt.prefix, prompt.suffix)  # a chat answer's fences and echoes cut away
-        fill = postprocess(snap, hole, code, prepared[0] if prepared else None, policy.parse_budget)
+        fill = shape.finish(snap, hole, code, prepared[0] if prepared else None, policy.parse_budget)
         stats.post_ms = round((trace.mark("post") - t_post) * 1e3, 3)
         if not fill:
             fill, reason = None, "empty fill"

@@ -280,7 +280,7 @@ def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, 
     spare = budget_tokens - used - len(suffix_ids)
     if spare > 0 and len(suffix) < len(text) - hole.end:
         suffix, suffix_ids = _fit_suffix(text, hole.end, budget_tokens - used, encode)
-    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths, getattr(fmt, "canvas_headroom", 0))
+    canvas_length = canvas_length_for(hole, encode, fmt.canvas_lengths, fmt.canvas_headroom)
     return Prompt(
         prefix=prefix,
         suffix=suffix,

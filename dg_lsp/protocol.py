@@ -273,6 +273,16 @@ class DgProtocol(LanguageServerProtocol):
     def get_result_type(self, method: str) -> Any:
         return types.METHOD_TO_TYPES.get(method, (None, None))[1]
 
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        """pygls' initialize, plus the server's `experimental` capabilities (DgServer.experimental, e.g.
+        dgNextEdit), for which pygls' capability builder has no place."""
+        result = yield from super().lsp_initialize(params)
+        extra = getattr(self._server, "experimental", None)
+        if extra:
+            result.capabilities.experimental = {**(result.capabilities.experimental or {}), **extra}
+        return result
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dg_lsp import debug
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.config import Settings
-from dg_lsp.handlers import commands, documents, inline, lifecycle
+from dg_lsp.handlers import commands, documents, inline, lifecycle, nextedit
 from dg_lsp.loading import check_fill
 from dg_lsp.session import DgServer, server_version
 from dg_lsp.worker import Check
@@ -33,5 +33,6 @@ def build_server(engine_factory: Callable[[Settings], InfillBackend] = build_bac
     documents.register(server)
     inline.register(server)
     commands.register(server)
+    nextedit.register(server)
     debug.register(server)
     return server

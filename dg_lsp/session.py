@@ -38,7 +38,8 @@ from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
 from dg_lsp.memory import TRIM_AFTER_S, release_free_memory
-from dg_lsp.pipeline import FillEvents, FillOutcome, FillStats, Policy, run_fill
+from dg_lsp.nextedit.state import NextEdits
+from dg_lsp.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
 from dg_lsp.protocol import DgProtocol
 from dg_lsp.stdio import serve_stdio
 from dg_lsp.trace import Trace
@@ -100,6 +101,8 @@ class DgServer(LanguageServer):
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
         self.cross_file = Workspace(self.store)  # context from other files (dg_lsp.context)
         self.roots: list[str] = []  # the client's workspace folders (paths), from `initialize`
+        self.next_edits = NextEdits()  # edit histories, proposals and counts of next edits (dg_lsp.nextedit)
+        self.experimental: dict[str, Any] = {}  # initialize's capabilities.experimental (DgProtocol adds it)
 
     # -- small helpers ----------------------------------------------------------------------------------------
 
@@ -150,6 +153,8 @@ class DgServer(LanguageServer):
                                 "model": self.worker.model_name, "lastLatencyMs": self.last_latency_ms}
         if request is not None:
             body["request"] = request
+        if self.next_edits.counts.requested:
+            body["nextEdit"] = self.next_edits.counts.wire()
         self.protocol.notify(STATUS, body)
 
     def warn(self, message: str) -> None:
@@ -226,8 +231,10 @@ class DgServer(LanguageServer):
     # -- fills ------------------------------------------------------------------------------------------------
 
     async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace,
-                   progress_token: T.ProgressToken | None = None, force: bool = False) -> FillOutcome:
-        """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches."""
+                   progress_token: T.ProgressToken | None = None, force: bool = False,
+                   shape: Shape = HOLE_FILL) -> FillOutcome:
+        """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches;
+        `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit)."""
         backend = self.worker.engine
         assert backend is not None, "callers check not_ready() first"
         events = FillEvents(draft=functools.partial(self.protocol.notify, DRAFT),
@@ -241,7 +248,7 @@ class DgServer(LanguageServer):
             index = self.cross_file.status() if related is not None else None  # as it was when the prompt was built
             out = await run_fill(snap, hole, policy, backend, self.caches,
                                  worker=self.worker, request_id=self.request_id(), trace=trace,
-                                 identity_of=self.store.identity, events=events, related=related)
+                                 identity_of=self.store.identity, events=events, related=related, shape=shape)
             out.stats.index = index
             return out
         finally:

@@ -125,25 +125,21 @@ class Worker:
         if gen != self.generation:  # a newer load was requested meanwhile
             return
         old, self.engine, self.state = self.engine, engine, "ready"
-        # dg/status shows the backend's `name` when it has one (remote backends say where they run)
-        self.model_name = str(getattr(engine, "name", None) or engine.model_name)
+        self.model_name = engine.name  # dg/status shows it (remote backends say where they run)
         log.info("model %s loaded in %.0f ms", self.model_name, (time.perf_counter() - t0) * 1e3)
-        if old is not None and old is not engine and hasattr(old, "close"):
+        if old is not None and old is not engine:
             old.close()
         self._follow(engine, gen)
 
     def _follow(self, engine: InfillBackend, gen: int) -> None:
         """A remote backend reports its server going away and coming back; `state` follows it on the loop."""
-        watch = getattr(engine, "watch_state", None)
-        if watch is None:
-            return
         loop = asyncio.get_running_loop()
 
         def heard(state: str, message: str) -> None:  # any thread
             with contextlib.suppress(RuntimeError):  # the loop has closed
                 loop.call_soon_threadsafe(self._backend_state, gen, state, message)
 
-        watch(heard)
+        engine.watch_state(heard)
 
     def _backend_state(self, gen: int, state: str, message: str) -> None:
         if gen != self.generation or self.state not in ("ready", "error"):

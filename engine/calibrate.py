@@ -64,7 +64,7 @@ def fill_holes(engine: Any, n: int, seed: int) -> list[dict[str, Any]]:
     files = split(scan())[1]
     rng, parser, kinds = random.Random(seed), python_parser(), DataConfig().kind_weights
     budget = fmt.context_budget(1024)
-    headroom = getattr(fmt, "canvas_headroom", 0)
+    headroom = fmt.canvas_headroom
     rows: list[dict[str, Any]] = []
     cache: dict[int, FileHoles] = {}
     while len(rows) < n:

@@ -1,16 +1,22 @@
-"""One denoising step as a function of tensors only: decoder -> vocab pass -> accept -> renoise -> stopping rule ->
-self-conditioning, updating a `DenoiseState` in place.
+"""The one denoising step: decoder -> sample (temperature, vocab pass, draw) -> accept -> renoise -> stopping rule
+-> self-conditioning, updating a `DenoiseState` in place. Where its random numbers come from is a parameter, the
+`NoiseSource`:
 
-No host sync, no Python-side state, no `torch.Generator` (noise is counter-based, `engine.rng`), shapes fixed by
-the canvas length and the `DecodeKV` bucket: the step runs eagerly, under `torch.compile(fullgraph=True)`, or as a
-replayed CUDA graph, and gives the same result. The host reads one small tensor per step (`DenoiseState.out`: the
-argmax canvas, the accepted count and the stop flag), the step's only host sync.
+- `CounterNoise` (the engine's): counter-based draws (`engine.rng`) keyed by the canvas's key and step. No host
+  sync, no Python-side state, no `torch.Generator`, shapes fixed by the canvas length and the `DecodeKV` bucket: the
+  step runs eagerly, under `torch.compile(fullgraph=True)`, or as a replayed CUDA graph, and gives the same result.
+- `engine.reference_steps.GeneratorNoise` (reference-compatible mode): the draws and arithmetic of transformers'
+  `generate`, from one `torch.Generator`, for token-identical output.
+
+The host reads one small tensor per step (`DenoiseState.out`: the argmax canvas, the accepted count, the stop flag
+and the token probabilities), the step's only host sync.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Protocol
 
 import torch
 
@@ -60,14 +66,18 @@ class DenoiseState:
         independently replaced by the random canvas's id with probability `noise` (1: the random canvas, the seed
         unused; 0: the seed as is). The mask's uniforms come from their own stream (`rng.SEED_MASK`), so the
         random ids, and every later step's draws, are those of an unseeded canvas with the same key."""
-        self.key.fill_(key)
-        self.step.zero_()
+        self.reset(key, steps, t_min, t_max, bound, confidence)
         c = self.canvas.shape[1]
         fresh = rng.randint(rng.step_seeds(self.key, self.step, rng.INITIAL, c), vocab)[None]  # (1, C)
         if seed is not None and noise < 1.0:
             u = rng.uniform(rng.step_seeds(self.key, self.step, rng.SEED_MASK, c))[None]  # (1, C) in (0, 1)
             fresh = torch.where(u < noise, fresh, seed)
         self.canvas.copy_(fresh)
+
+    def reset(self, key: int, steps: int, t_min: float, t_max: float, bound: float, confidence: float) -> None:
+        """Everything `start` resets but the canvas (a caller that draws the first canvas itself sets it after)."""
+        self.key.fill_(key)
+        self.step.zero_()
         self.soft.zero_()
         self.history.fill_(-1)
         self.steps.fill_(steps)
@@ -81,24 +91,51 @@ class DenoiseState:
             getattr(self, f.name).copy_(getattr(other, f.name))
 
 
-def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, vocab_pass: S.VocabPass,
+class NoiseSource(Protocol):
+    """Where a step's random numbers come from, and the arithmetic that goes with them."""
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
+        """logits (C, V) raw head output (a source may overwrite it) -> the step's temperature-scaled distribution:
+        VocabOut with entropy, argmax, a sample drawn from this source (C,) and probabilities (C, V)."""
+        ...
+
+    def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
+        """(1, C) uniform random ids for the positions this step does not accept (drawn after `sample`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CounterNoise:
+    """The engine's noise: counter-based draws keyed by (canvas key, step, stream), through `vocab_pass` (eager torch
+    or the fused Triton kernel). Device-side only: traceable by torch.compile and capturable in a CUDA graph."""
+
+    vocab_pass: S.VocabPass
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
+        temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
+        return self.vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
+                               rng.step_seeds(st.key, st.step, rng.SAMPLE, logits.shape[0]))
+
+    def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
+        return rng.randint(rng.step_seeds(st.key, st.step, rng.RENOISE, st.canvas.shape[1]), vocab)[None]
+
+
+def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, noise: NoiseSource,
                  one_per_step: bool = False, decode: Callable | None = None) -> None:
-    """One step on canvas `st` against context `kv`; every result lands in `st` (see `DenoiseState.out`).
-    `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
+    """One step on canvas `st` against context `kv`, its random numbers from `noise`; every result lands in `st`
+    (see `DenoiseState.out`). `decode` replaces `model.decode_step` (e.g. by its torch.compile'd version)."""
     c, v = st.canvas.shape[1], model.cfg.vocab_size
     logits = (decode or model.decode_step)(st.canvas, st.soft, kv).view(c, v)  # (C, V) raw head output
     # The argmax token's probability at temperature 1 (the sampling temperature sharpens the last steps to ~1.0
-    # everywhere): read before the vocabulary pass, which may overwrite `logits` with its probabilities.
+    # everywhere): read before sampling, which may overwrite `logits` with its probabilities.
     # softcap is monotone: the capped maximum is the cap of the raw one (no second pass over the capped logits)
     prob = (model.softcap(logits.amax(-1)) - torch.logsumexp(model.softcap(logits), -1)).exp()  # (C,)
-    temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
-    out = vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
-                     rng.step_seeds(st.key, st.step, rng.SAMPLE, c))
+    out = noise.sample(model, logits, st)
     entropy, argmax = out.entropy[None], out.argmax[None]  # (1, C)
     accepted = S.accept_lowest(entropy) if one_per_step else S.entropy_bound_accept(entropy, st.bound)
-    noise = rng.randint(rng.step_seeds(st.key, st.step, rng.RENOISE, c), v)[None]
+    renoised = noise.renoise(st, v)  # (1, C)
     stopped = S.stable_and_confident(st.history, argmax, entropy, st.confidence)
-    st.canvas.copy_(torch.where(accepted, out.sample[None], noise))  # renoise: every position not accepted
+    st.canvas.copy_(torch.where(accepted, out.sample[None], renoised))  # renoise: every position not accepted
     st.soft.copy_(model.soft_embedding(out.probs[None]))
     st.step.add_(1)
     st.out[:c].copy_(argmax[0])

@@ -26,7 +26,16 @@ from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
 from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
-from engine.seam import CancelToken, PromptFormat, fill_confidence, seed_canvases
+from engine.seam import (
+    CancelFlag,
+    CancelToken,
+    PromptFormat,
+    SettingsInForce,
+    StateListener,
+    StepDraft,
+    fill_confidence,
+    seed_canvases,
+)
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
@@ -195,20 +204,27 @@ class Engine:
         return self.path.name
 
     @property
+    def name(self) -> str:
+        return self.model_name
+
+    @property
     def prompt_format(self) -> PromptFormat:
         if self.infill_format is None:
             raise PromptFormatError(f"{self.path} has no tokenizer.json: no prompt format (use the id-based API)")
         return self.infill_format
 
-    @property
-    def drafts(self) -> bool:
-        return True
-
     def new_cancel_token(self) -> CancelToken:
         return CancelToken()
 
-    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
-        return self.config.settings_in_force(**overrides)
+    def settings_in_force(self) -> SettingsInForce:
+        return self.config.settings_in_force()
+
+    def watch_state(self, listener: StateListener) -> None:
+        """In-process: the state never changes after loading, so `listener` is never called."""
+
+    def close(self) -> None:
+        """Nothing to release: the weights and caches are memory, freed with the last reference (a job queued
+        before a reload may still run on this engine)."""
 
     def encode(self, text: str) -> list[int]:
         # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it: 3 s for 1 MB of text, during
@@ -267,7 +283,7 @@ class Engine:
         self.prefix_cache.clear()
 
     # -- the denoising loop --------------------------------------------------------------------------------------
-    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int, cancel: CancelToken | None,
+    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int, cancel: CancelFlag | None,
                seed: tuple[int, ...] | None = None, noise: float = 1.0) -> Iterator[StepOut]:
         """Denoise one canvas (from `seed` corrupted at level `noise` when given, see `DenoiseState.start`); yields
         a `StepOut` after each step. The engine lock is held during each step, never across a yield."""
@@ -293,7 +309,7 @@ class Engine:
     @torch.inference_mode()
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
-               cancel: CancelToken | None = None, reference_compatible: bool = False,
+               cancel: CancelFlag | None = None, reference_compatible: bool = False,
                one_per_step: bool = False, draft_text: bool = True, init_ids: list[int] | None = None,
                start_noise: float = 1.0) -> Iterator[Draft]:
         """Yield a Draft after every denoising step; the last Draft has done=True and carries the result. The
@@ -363,11 +379,16 @@ class Engine:
         yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
                     result=result)
 
-    def infill(self, context_ids: list[int], *, on_step: Callable[[Draft], None] | None = None,
-               **kwargs) -> InfillResult:
-        """Fill one infill request; `on_step` receives every intermediate Draft. See `stream` for arguments."""
-        kwargs.setdefault("draft_text", on_step is not None)
-        for draft in self.stream(context_ids, **kwargs):
+    def infill(self, context_ids: list[int], *, canvas_length: int | None = None, steps: int | None = None,
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
+               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
+               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0,
+               reference_compatible: bool = False, one_per_step: bool = False) -> InfillResult:
+        """Fill one infill request (engine.seam.InfillBackend.infill); `on_step` receives every intermediate Draft.
+        Beyond the seam, for the engine's own tests and benchmarks: `canvas_length` may be None (the checkpoint's),
+        `reference_compatible` and `one_per_step` (see `stream`)."""
+        for draft in self.stream(context_ids, canvas_length, steps, entropy_bound, max_canvases, seed, cancel,
+                                 reference_compatible, one_per_step, draft_text, init_ids, start_noise):
             if draft.done:
                 assert draft.result is not None
                 return draft.result

@@ -1,5 +1,6 @@
-"""The denoising loop of one canvas in reference-compatible mode: random numbers drawn exactly as transformers'
-`generate` draws them (multinomial, then randint, from one torch.Generator), for token-identical output."""
+"""Reference-compatible mode: the one denoising step (`engine.denoise.denoise_step`) with transformers' `generate`
+as its noise source, for token-identical output. Only where the random numbers come from, and the arithmetic that
+decides which ones are drawn, differ from the engine's own steps: `GeneratorNoise`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine import sampler as S
-from engine.denoise import PROB_SCALE
+from engine.denoise import DenoiseState, denoise_step
 from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
 
@@ -24,6 +25,28 @@ if TYPE_CHECKING:
     from engine.seam import CancelFlag
 
 
+class GeneratorNoise:
+    """The draws of transformers' `generate` from one `torch.Generator`, in its order (the first canvas, then per
+    step a multinomial sample, then a randint renoise), with its arithmetic: logits soft-capped then divided by the
+    temperature (host-side schedule, counting down from `steps`), the entropy as torch.distributions.Categorical
+    computes it, the self-conditioning probabilities from the processed logits in the weight dtype."""
+
+    def __init__(self, gen: torch.Generator, steps: int, t_min: float, t_max: float) -> None:
+        self.gen, self.steps, self.t_min, self.t_max = gen, steps, t_min, t_max
+        self.remaining = steps  # N..1, the reference's step counter (host-side: no read of the device's)
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
+        temp = S.temperature(self.remaining, self.steps, self.t_min, self.t_max).to(logits.device)
+        self.remaining -= 1
+        processed = model.softcap(logits[None]) / temp  # (1, C, V) fp32
+        probs = torch.softmax(processed.to(model.embed_tokens.dtype), dim=-1, dtype=torch.float32)
+        return S.VocabOut(S.reference_entropy(processed)[0], processed.argmax(dim=-1)[0],
+                          S.reference_sample(processed, self.gen)[0], probs[0])
+
+    def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
+        return torch.randint(0, vocab, st.canvas.shape, generator=self.gen, device=st.canvas.device)
+
+
 def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: SampleSettings,
                     gen: torch.Generator, cancel: CancelFlag | None, lock: threading.RLock,
                     seed: tuple[int, ...] | None = None, noise: float = 1.0) -> Iterator[StepOut]:
@@ -31,31 +54,20 @@ def reference_steps(model: DiffusionGemmaText, cache: KVCache, length: int, st: 
     yield; one host read per step. `seed`/`noise`: the canvas's starting ids and their corruption level, drawn as
     `S.reference_seeded_canvas` documents."""
     v, dev, wdtype = model.cfg.vocab_size, model.embed_tokens.device, model.embed_tokens.dtype
-    canvas = S.reference_seeded_canvas(seed, noise, length, v, gen, dev)
-    soft = torch.zeros(1, length, model.cfg.hidden_size, device=dev, dtype=wdtype)
-    history = torch.full((st.stability_threshold, 1, length), -1, dtype=torch.long, device=dev)
+    state = DenoiseState.allocate(length, model.cfg.hidden_size, st.stability_threshold, dev, wdtype)
+    state.reset(0, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold)
+    state.canvas.copy_(S.reference_seeded_canvas(seed, noise, length, v, gen, dev))
+    source = GeneratorNoise(gen, st.steps, st.t_min, st.t_max)
     kv = None
-    for remaining in range(st.steps, 0, -1):
+    for _ in range(st.steps):
         if cancel is not None and cancel.cancelled:
             return
         with lock:
             if kv is None:
                 kv = DecodeKV.allocate(model.cfg, length, cache.length, None, dev, wdtype)
                 kv.fill(cache, model.rope_tables(cache.length, length, dev, wdtype))
-            logits = model.softcap(model.decode_step(canvas, soft, kv))  # (1, C, V) fp32
-            processed = logits / S.temperature(remaining, st.steps, st.t_min, st.t_max).to(dev)
-            argmax = processed.argmax(dim=-1)
-            sample = S.reference_sample(processed, gen)
-            token_entropy = S.reference_entropy(processed)
-            probs = torch.softmax(processed.to(wdtype), dim=-1, dtype=torch.float32)
-            accepted = (S.accept_lowest(token_entropy) if st.one_per_step
-                        else S.entropy_bound_accept(token_entropy, st.entropy_bound))
-            canvas = S.reference_renoise(torch.where(accepted, sample, canvas), accepted, v, gen)
-            stopped = S.stable_and_confident(history, argmax, token_entropy, st.confidence_threshold)
-            soft = model.soft_embedding(probs)
-            prob = (logits[0].amax(-1) - torch.logsumexp(logits[0], -1)).exp()  # (C,) at temperature 1
-            host = torch.cat([argmax[0], accepted.sum()[None], stopped.long(), (prob * PROB_SCALE).round().long()
-                              ]).tolist()
-        yield host[:length], host[length], bool(host[length + 1]), argmax.clone, host[length + 2:]
+            denoise_step(model, kv, state, source, st.one_per_step)
+            host = state.out.tolist()
+        yield host[:length], host[length], bool(host[length + 1]), state.out[:length][None].clone, host[length + 2:]
         if host[length + 1]:
             return

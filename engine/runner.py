@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.denoise import DenoiseState, denoise_step
+from engine.denoise import CounterNoise, DenoiseState, denoise_step
 from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
 from engine.sampler import VocabPass
@@ -97,7 +97,8 @@ class StepRunner:
         p = model.embed_tokens
         if graphs and p.device.type != "cuda":
             raise ValueError("CUDA graphs need the model on a CUDA device")
-        self.model, self.vocab_pass, self.compile, self.graphs = model, vocab_pass, compile, graphs
+        self.model, self.compile, self.graphs = model, compile, graphs
+        self.noise = CounterNoise(vocab_pass)
         self.device, self.dtype = p.device, p.dtype
         self._graphs: dict[Bucket, _Graph] = {}
         self._pool = None
@@ -155,7 +156,7 @@ class StepRunner:
 
     def _capture(self, g: _Graph, run: CanvasRun) -> None:
         """Warm up on a side stream (allocations, autotuning, compilation), capture one step, reset the state."""
-        step = functools.partial(self._step, self.model, g.kv, g.state, self.vocab_pass, run.bucket.one_per_step)
+        step = functools.partial(self._step, self.model, g.kv, g.state, self.noise, run.bucket.one_per_step)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -171,7 +172,7 @@ class StepRunner:
 
     def run(self, run: CanvasRun) -> torch.Tensor:
         if not self.graphs:
-            self._step(self.model, run.kv, run.state, self.vocab_pass, run.bucket.one_per_step)
+            self._step(self.model, run.kv, run.state, self.noise, run.bucket.one_per_step)
             return run.state.out
         g = self._graphs[run.bucket]
         self._take(g, run, fresh=False)

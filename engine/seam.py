@@ -66,22 +66,64 @@ class CancelToken:
 class StepDraft(Protocol):
     """What `on_step` receives after each denoising step (runs on the engine thread)."""
 
-    step: int
-    steps: int
-    text: str  # the canvas so far as text ("" when `draft_text` was off)
+    @property
+    def step(self) -> int: ...  # 1, 2, ...: the step of the current canvas (each canvas of a fill starts at 1)
+
+    @property
+    def steps(self) -> int: ...  # the step budget of one canvas (the `steps` in force)
+
+    @property
+    def text(self) -> str: ...  # the fill so far as text ("" when `draft_text` was off)
 
 
 class FillResult(Protocol):
-    """The outcome of one `infill` call: a text, a cancel (`cancelled`: the caller's flag stopped it), or a failure
-    (`error`: why the backend could not fill, e.g. a remote server's HTTP error; never reported as a cancel)."""
+    """The outcome of one `infill` call: a text, a cancel, or a failure -- exactly one of them.
 
-    text: str
-    steps: int
-    cancelled: bool
-    reused_prefix_tokens: int
-    timings: dict[str, float]  # at least "total_ms"
-    confidence: float | None  # `fill_confidence` of the fill's tokens; None: unknown (a server without logprobs)
-    error: str | None  # None unless the fill failed; then `text` is "" and `cancelled` False
+    - a fill: `text` (the canvases' text, cut at the end token), `error` None, `cancelled` False;
+    - a cancel: `cancelled` True, `text` "", `error` None -- only when the caller's flag stopped it (or, for the
+      engine service, the same client's newer fill superseded it there);
+    - a failure: `error` says why the backend could not fill (a server's HTTP error, a dropped connection, a
+      server that went away), `text` "", `cancelled` False. Never reported as a cancel.
+
+    Every backend gives every field the same meaning:
+    - `steps`: denoising steps that ran for this fill, summed over its canvases (what the server counts as
+      `on_step` calls). A server that does not report steps (an OpenAI-compatible one) counts the streamed pieces
+      it received (one per committed canvas on vLLM), so `steps` >= 1 for any non-empty fill;
+    - `timings["total_ms"]`: wall time of the whole `infill` call as the caller saw it, from the call to its
+      return, in milliseconds (a remote backend: including the HTTP round trip). Other keys are backend-specific
+      parts of it (`encode_ms`, `decode_ms`, ...);
+    - `reused_prefix_tokens`: context tokens whose KV came from the prefix cache (0 when unknown);
+    - `confidence`: see `fill_confidence`; None: unknown (cancelled, failed, or a server without logprobs).
+    """
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    @property
+    def reused_prefix_tokens(self) -> int: ...
+
+    @property
+    def timings(self) -> dict[str, float]: ...  # always has "total_ms"
+
+    @property
+    def confidence(self) -> float | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+# {name: {"value": v, "source": s}}: a sampler setting, the eos ids, the canvas length or the calibrated
+# min_confidence in force, with where its value came from (engine.config.CheckpointConfig.settings_in_force)
+SettingsInForce = dict[str, dict[str, Any]]
+
+# (state "ready" | "error", message): what a backend's `watch_state` listener hears
+StateListener = Callable[[str, str], None]
 
 
 def fill_confidence(token_probs: Sequence[float]) -> float | None:
@@ -113,14 +155,16 @@ def seed_canvases(init_ids: list[int] | None, noise: float, length: int, vocab: 
 
 @runtime_checkable
 class PromptFormat(Protocol):
-    """How a checkpoint wants a hole laid out, and how its answer maps back to code.
-
-    Optional beside these members (read with `getattr(fmt, "canvas_headroom", 0)`): `canvas_headroom: int`, the
-    tokens an answer spends beside the code (a chat answer's fences and end of turn); a server adds it to the
-    hole's target length before it picks the smallest of `canvas_lengths` that holds it."""
+    """How a checkpoint wants a hole laid out, and how its answer maps back to code."""
 
     @property
     def name(self) -> str: ...  # "fim" | "chat"
+
+    @property
+    def canvas_headroom(self) -> int:
+        """The tokens an answer spends beside the code (a chat answer's fences and end of turn; 0 for FIM): a
+        server adds it to the hole's target length before it picks the smallest of `canvas_lengths` that holds it."""
+        ...
 
     @property
     def canvas_lengths(self) -> tuple[int, ...]: ...
@@ -144,11 +188,14 @@ class PromptFormat(Protocol):
 
 @runtime_checkable
 class InfillBackend(Protocol):
-    """A loaded model that fills infill canvases. Blocking calls (`infill`) run on the engine thread; the
-    properties and `encode` may be called from the event loop."""
+    """A loaded model that fills infill canvases: every member the server uses, and nothing else (a static type
+    check, `make typecheck`, holds every implementer to these signatures). Blocking calls (`infill`) run on the
+    engine thread; the other members may be called from the event loop."""
 
     @property
-    def model_name(self) -> str: ...
+    def name(self) -> str:
+        """What dg/status calls the model: the checkpoint's name, and where a remote one runs."""
+        ...
 
     @property
     def prompt_format(self) -> PromptFormat: ...
@@ -159,11 +206,6 @@ class InfillBackend(Protocol):
         (lets the server re-tokenize only the cursor's line of a prompt)."""
         ...
 
-    @property
-    def drafts(self) -> bool:
-        """Whether `on_step` is called after every denoising step (remote OpenAI-style servers cannot)."""
-        ...
-
     def encode(self, text: str) -> list[int]: ...
 
     def new_cancel_token(self) -> CancelFlag: ...
@@ -172,14 +214,28 @@ class InfillBackend(Protocol):
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
                cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
                draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0) -> FillResult:
-        """Fill the canvas after `context_ids`; stops within one step of `cancel.cancel()`. `init_ids` seeds the
-        canvas (a rewrite starting from the code instead of from noise), each position replaced by a uniform
-        random id with probability `start_noise` (1: from noise, the seed unused; 0: the seed as is); a backend
-        that cannot seed fills from noise."""
+        """Fill up to `max_canvases` canvases of `canvas_length` after `context_ids` (`steps`, `entropy_bound`:
+        None = the checkpoint's; `seed` picks the noise); stops within one step of `cancel.cancel()`. `on_step`
+        gets a `StepDraft` after every denoising step where the backend sees steps (the embedded engine, the engine
+        service; an OpenAI-compatible server streams no steps: never called), its text only with `draft_text`.
+        `init_ids` seeds the canvas (a rewrite starting from the code instead of from noise), each position
+        replaced by a uniform random id with probability `start_noise` (1: from noise, the seed unused; 0: the
+        seed as is); a backend that cannot seed fills from noise. A failure of the backend is an `error` result
+        (see FillResult); raises only on invalid arguments or a broken local engine."""
         ...
 
-    def settings_in_force(self, **overrides: Any) -> dict[str, Any]:
-        """{name: {"value": v, "source": s}} for the sampler settings, eos ids and canvas length in force, for
-        `dg/status` and `dg-lsp --check`; `overrides` (e.g. steps=..., entropy_bound=...; None = unset) are the
-        server's settings, reported with source "setting"."""
+    def settings_in_force(self) -> SettingsInForce:
+        """The settings a fill runs with, for `dg/status`, `dg-lsp --check` and the confidence gate (which reads
+        "min_confidence"): see `SettingsInForce`. A remote backend reports what it knows; a setting only its server
+        knows has source "server"."""
+        ...
+
+    def watch_state(self, listener: StateListener) -> None:
+        """Call `listener(state, message)` from any thread whenever the backend turns "error" (its server went away)
+        or "ready" again; a backend whose state cannot change (the embedded engine) never calls it."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds (connections, threads); the server calls it on the backend a reload
+        replaced and never uses that one again."""
         ...

@@ -76,7 +76,7 @@ class AutoStart:
                      "--device", device, "--dtype", dtype, "--prompt-format", prompt_format, "--log-level", "INFO"]
         if model_path:
             self.argv += ["--model", str(Path(model_path).expanduser().resolve())]
-        self._procs: list[subprocess.Popen] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
         self._last_spawn = 0.0
 
     def ensure(self, ping: Callable[[], bool], timeout_s: float = START_TIMEOUT_S) -> bool:
@@ -102,7 +102,7 @@ class AutoStart:
                 time.sleep(0.05)
         return True
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         self._last_spawn = time.monotonic()
         root = str(Path(dg_lsp.__file__).resolve().parent.parent)  # where `engine` is importable from
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))

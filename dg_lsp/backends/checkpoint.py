@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer
 
 import engine
 from engine.config import load_config
 from engine.prompts import load_prompt_format
+from engine.seam import PromptFormat
 from engine.tokens import splits_before_newline
 
 
@@ -29,7 +29,7 @@ def default_model_dir() -> Path:
 class LocalCheckpoint:
     path: Path
     tokenizer: Tokenizer
-    prompt_format: Any  # engine.seam.PromptFormat
+    prompt_format: PromptFormat
     splits_before_newline: bool
     default_steps: int = 48  # the checkpoint's max_denoising_steps: what the embedded engine runs with steps unset
     vocab_size: int = 0  # what a seed canvas laid out here needs (engine.seam.seed_canvases)

@@ -8,7 +8,7 @@ from engine.seam import InfillBackend
 
 def build_backend(settings: Settings) -> InfillBackend:
     """Blocking (loads a model or connects to a server): call it on the engine thread."""
-    backend = getattr(settings, "backend", "embedded")
+    backend = settings.backend
     if backend == "service":
         from dg_lsp.backends.service import ServiceBackend
 

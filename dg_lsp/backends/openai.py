@@ -46,7 +46,8 @@ from dg_lsp.backends.remote import (
     sse_data,
 )
 from dg_lsp.backends.service import Endpoint, api_key_from
-from engine.seam import seed_canvases
+from engine.prompts.chat import ChatFormat
+from engine.seam import CancelFlag, HoleInfo, PromptFormat, SettingsInForce, StepDraft, seed_canvases
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +68,35 @@ class _Remembered:
     """A chat prompt format (engine.prompts.ChatFormat) that remembers the messages behind the context ids it hands
     out: the server passes only ids to `infill`, the chat endpoint wants the messages."""
 
-    def __init__(self, inner: Any, decode: Callable[[list[int]], str], size: int = 64) -> None:
+    def __init__(self, inner: ChatFormat, decode: Callable[[list[int]], str], size: int = 64) -> None:
         self._inner, self._decode, self._size = inner, decode, size
-        self._seen: OrderedDict[tuple[int, ...], list[dict]] = OrderedDict()
+        self._seen: OrderedDict[tuple[int, ...], list[dict[str, str]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    # -- engine.seam.PromptFormat: the inner format's ----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._inner.name
 
-    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: Any = None) -> list[int]:
+    @property
+    def canvas_headroom(self) -> int:
+        return self._inner.canvas_headroom
+
+    @property
+    def canvas_lengths(self) -> tuple[int, ...]:
+        return self._inner.canvas_lengths
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        return self._inner.max_context_tokens
+
+    def context_budget(self, requested: int) -> int:
+        return self._inner.context_budget(requested)
+
+    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
+        return self._inner.answer(text, prefix, suffix)
+
+    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
         ids = self._inner.context(prefix_ids, suffix_ids, hole)
         with self._lock:
             self._seen[tuple(ids)] = self._inner.messages(self._decode(prefix_ids), self._decode(suffix_ids), hole)
@@ -83,13 +104,16 @@ class _Remembered:
                 self._seen.popitem(last=False)
         return ids
 
-    def messages_for(self, context_ids: list[int]) -> list[dict] | None:
+    def messages(self, prefix: str, suffix: str, hole: HoleInfo | None = None) -> list[dict[str, str]]:
+        return self._inner.messages(prefix, suffix, hole)
+
+    def messages_for(self, context_ids: list[int]) -> list[dict[str, str]] | None:
         with self._lock:
             return self._seen.get(tuple(context_ids))
 
 
 class OpenAIBackend(LocalSide):
-    drafts = False
+    """Connect with `OpenAIBackend.connect(settings)` (blocking: run it on the engine thread)."""
 
     def __init__(self, endpoint: Endpoint, headers: dict[str, str], model: str, local: LocalCheckpoint,
                  diffusion: bool = False, server: str | None = None) -> None:
@@ -97,7 +121,7 @@ class OpenAIBackend(LocalSide):
         self.diffusion = diffusion  # send vLLM's per-request canvas and steps (vllm_xargs)
         self.server = server  # "vLLM 0.33.0", or None when the server did not say
         fmt = local.prompt_format
-        self._format = _Remembered(fmt, local.decode) if fmt.name == "chat" else fmt
+        self._format: PromptFormat = _Remembered(fmt, local.decode) if isinstance(fmt, ChatFormat) else fmt
         self.template_kwargs = dict(TEMPLATE_KWARGS)
         self.status = RemoteState()
         self._loop = LoopThread("dg-openai-client")
@@ -142,22 +166,25 @@ class OpenAIBackend(LocalSide):
         return f"{self.model} ({self.server or 'OpenAI-compatible'} at {self.endpoint}{canvases}, no drafts)"
 
     @property
-    def prompt_format(self) -> Any:
+    def prompt_format(self) -> PromptFormat:
         return self._format
 
-    def settings_in_force(self, **overrides: Any) -> dict[str, Any]:
-        steps = overrides.get("steps") or self.local.default_steps
-        per_request = ({"diffusion_canvas_length": "the hole's canvas", "diffusion_max_steps": steps}
-                       if self.diffusion else "none (a plain OpenAI request: the server's canvas and steps)")
-        return {"backend": "openai", "endpoint": str(self.endpoint), "model": self.model, "server": self.server,
-                "prompt_format": self._format.name, "vllm_xargs": per_request,
-                "sampler": "the server's (vLLM: the checkpoint's generation_config.json, or --generation-config DIR)"}
+    def settings_in_force(self) -> SettingsInForce:
+        """What this backend sends per request (on vLLM serving a diffusion model: the hole's canvas and the step
+        budget, `vllm_xargs`); the sampler is the server's (vLLM: the checkpoint's generation_config.json, or
+        --generation-config DIR), and there is no calibrated confidence gate (no confidence comes back)."""
+        here = "vllm_xargs" if self.diffusion else "server"
+        return {"steps": {"value": self.local.default_steps if self.diffusion else None, "source": here},
+                "canvas_length": {"value": "the hole's" if self.diffusion else None, "source": here},
+                "sampler": {"value": None, "source": "server"},
+                "min_confidence": {"value": None, "source": "default"}}
 
     def request(self, context_ids: list[int], canvas_length: int, steps: int | None = None,
                 max_canvases: int = 1, init_ids: list[int] | None = None, start_noise: float = 1.0,
                 seed: int = 0) -> tuple[str, dict[str, Any]]:
         """(path, body) of the request `infill` sends for one fill."""
         max_tokens = canvas_length * max_canvases
+        body: dict[str, Any]
         messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
         if messages is not None:
             path, body = "chat/completions", {"model": self.model, "messages": messages,
@@ -179,18 +206,25 @@ class OpenAIBackend(LocalSide):
         return path, body
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
-               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
-               on_step: Callable[[Any], None] | None = None, draft_text: bool = False,
-               init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
-        """One request; on vLLM the canvas, `steps` and the seed canvas go with it, `entropy_bound` stays the
-        server's, `seed` only picks the seed canvas's corruption."""
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
+               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
+               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
+        """engine.seam.InfillBackend.infill as one request; on vLLM the canvas, `steps` and the seed canvas go with
+        it, `entropy_bound` stays the server's, `seed` only picks the seed canvas's corruption. No step is streamed,
+        so `on_step` is never called; `steps` counts the streamed pieces, "total_ms" is the call's wall time."""
+        t0 = time.perf_counter()
+        out = self._fill(context_ids, canvas_length, steps, max_canvases, seed, cancel, init_ids, start_noise)
+        out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        return out
+
+    def _fill(self, context_ids: list[int], canvas_length: int, steps: int | None, max_canvases: int, seed: int,
+              cancel: CancelFlag | None, init_ids: list[int] | None, start_noise: float) -> RemoteResult:
         if not self.status.ready:
             self._recheck()
             return RemoteResult.failed(self.status.message)
         path, body = self.request(context_ids, canvas_length, steps, max_canvases, init_ids, start_noise, seed)
-        t0 = time.perf_counter()
         try:
-            out = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
+            out: RemoteResult | None = self._loop.call(lambda put: _stream(self._http, path, body), cancel)
         except RemoteError as exc:
             log.warning("%s/%s: %s", self.endpoint, path, exc)
             return RemoteResult.failed(f"{self.endpoint}/{path} failed: {exc}")
@@ -199,9 +233,8 @@ class OpenAIBackend(LocalSide):
             self.status.set_state("error", why)
             self._recheck()
             return RemoteResult.failed(why)
-        if out is None:
+        if out is None:  # only the caller's cancel stops the call early (no abort here)
             return RemoteResult("", cancelled=True)
-        out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3
         return out
 
     def close(self) -> None:

@@ -14,18 +14,18 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from engine.seam import CancelToken
+from dg_lsp.backends.checkpoint import LocalCheckpoint
+from engine.seam import CancelFlag, CancelToken, PromptFormat, StateListener
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.005
-StateListener = Callable[[str, str], None]  # (state "ready" | "error", message)
 
 
 @dataclass
@@ -118,16 +118,16 @@ class LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    def run(self, coro: Awaitable[Any], timeout: float | None = None) -> Any:
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
         """Run `coro` on the loop and wait for its value (setup calls)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def call(self, make: Callable[[Callable[[Any], None]], Awaitable[Any]], cancel: Any = None,
+    def call(self, make: Callable[[Callable[[Any], None]], Coroutine[Any, Any, Any]], cancel: CancelFlag | None = None,
              abort: Callable[[], bool] = lambda: False, on_event: Callable[[Any], None] | None = None) -> Any:
         """Run `make(put)` on the loop; what it `put`s reaches `on_event` on this thread, in order. Returns its
-        value, or None when `cancel` (a CancelFlag) or `abort()` fired first: the call is then cancelled, which
+        value, or None when `cancel` or `abort()` fired first: the call is then cancelled, which
         closes its HTTP request."""
-        events: queue.SimpleQueue = queue.SimpleQueue()
+        events: queue.SimpleQueue[Any] = queue.SimpleQueue()
         fut = asyncio.run_coroutine_threadsafe(make(events.put), self.loop)
         while True:
             if (cancel is not None and cancel.cancelled) or abort():
@@ -182,11 +182,16 @@ class RemoteState:
 
 
 class LocalSide:
-    """What a remote backend answers from this process (engine.seam.InfillBackend): tokenization from `local`, the
-    checkpoint's tokenizer (dg_lsp.backends.checkpoint), cancel flags, and `status` listeners."""
+    """What a remote backend answers from this process (engine.seam.InfillBackend): tokenization and the prompt
+    format from `local`, the checkpoint's tokenizer (dg_lsp.backends.checkpoint), cancel flags, and `status`
+    listeners."""
 
-    local: Any
+    local: LocalCheckpoint
     status: RemoteState
+
+    @property
+    def prompt_format(self) -> PromptFormat:
+        return self.local.prompt_format
 
     @property
     def splits_before_newline(self) -> bool:

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import httpx
 
@@ -35,6 +35,7 @@ from dg_lsp.backends.remote import (
     raise_for_error,
     sse_data,
 )
+from engine.seam import CancelFlag, SettingsInForce, StepDraft
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,15 @@ class Endpoint:
     def __str__(self) -> str:
         return f"unix:{self.uds}" if self.uds else self.url
 
-    def client(self, timeout: httpx.Timeout | float, headers: dict[str, str], sync: bool = False) -> Any:
+    @overload
+    def client(self, timeout: httpx.Timeout | float, headers: dict[str, str],
+               sync: Literal[False] = False) -> httpx.AsyncClient: ...
+
+    @overload
+    def client(self, timeout: httpx.Timeout | float, headers: dict[str, str], sync: Literal[True]) -> httpx.Client: ...
+
+    def client(self, timeout: httpx.Timeout | float, headers: dict[str, str],
+               sync: bool = False) -> httpx.Client | httpx.AsyncClient:
         if sync:
             return httpx.Client(base_url=self.url, timeout=timeout, headers=headers,
                                 transport=httpx.HTTPTransport(uds=self.uds) if self.uds else None)
@@ -84,8 +93,6 @@ def checkpoint_cache(checkpoint_id: str) -> Path:
 
 class ServiceBackend(LocalSide):
     """Connect with `ServiceBackend.connect(settings)` (blocking: run it on the engine thread)."""
-
-    drafts = True
 
     def __init__(self, endpoint: Endpoint, headers: dict[str, str], manifest: dict[str, Any],
                  local: LocalCheckpoint, starter: AutoStart | None = None) -> None:
@@ -122,10 +129,10 @@ class ServiceBackend(LocalSide):
             deadline = time.monotonic() + ready_timeout_s
             retried = False
             while (health := _health(http)) is None or health.get("state") == "loading":
-                if health is None and starter is None:
-                    raise ConnectionError(f"no engine service answers at {endpoint} (start one with `dg-lsp "
-                                          "serve-engine`, or set autoStart with a unix: endpoint or none)")
                 if health is None:  # it died while loading: one more start, then its log says why
+                    if starter is None:
+                        raise ConnectionError(f"no engine service answers at {endpoint} (start one with `dg-lsp "
+                                              "serve-engine`, or set autoStart with a unix: endpoint or none)")
                     if retried:
                         raise RuntimeError(f"the engine service exited while loading: {starter.log_tail()}")
                     retried = True
@@ -145,20 +152,29 @@ class ServiceBackend(LocalSide):
         return str(self.manifest["model"])
 
     @property
-    def name(self) -> str:  # what dg/status shows
+    def name(self) -> str:
         return f"{self.model_name} (engine service {self.endpoint})"
 
-    @property
-    def prompt_format(self) -> Any:
-        return self.local.prompt_format
-
-    def settings_in_force(self) -> dict[str, Any]:
-        return dict(self.manifest.get("settings_in_force") or {})
+    def settings_in_force(self) -> SettingsInForce:
+        """The service engine's own (its manifest: the same shape, the same sources)."""
+        return {k: dict(v) for k, v in (self.manifest.get("settings_in_force") or {}).items() if isinstance(v, dict)}
 
     def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
-               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0, cancel: Any = None,
-               on_step: Callable[[Any], None] | None = None, draft_text: bool = False,
-               init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
+               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
+               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0) -> RemoteResult:
+        """engine.seam.InfillBackend.infill. `timings`: "total_ms" is this call's wall time (the HTTP round trip
+        and the wait in the service's queue included); the service engine's own figures are "service_encode_ms",
+        "service_decode_ms" and "service_total_ms"."""
+        t0 = time.perf_counter()
+        out = self._fill(context_ids, canvas_length, steps, entropy_bound, max_canvases, seed, cancel, on_step,
+                         draft_text, init_ids, start_noise)
+        out.timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        return out
+
+    def _fill(self, context_ids: list[int], canvas_length: int, steps: int | None, entropy_bound: float | None,
+              max_canvases: int, seed: int, cancel: CancelFlag | None, on_step: Callable[[StepDraft], None] | None,
+              draft_text: bool, init_ids: list[int] | None, start_noise: float) -> RemoteResult:
         if not self.status.ready:
             return RemoteResult.failed(self.status.message)
         dg: dict[str, Any] = {"canvas_length": canvas_length, "max_canvases": max_canvases, "steps": steps,
@@ -168,16 +184,15 @@ class ServiceBackend(LocalSide):
             dg.update(init_ids=list(init_ids), start_noise=start_noise)
         body = {"model": self.model_name, "prompt": list(context_ids), "max_tokens": canvas_length * max_canvases,
                 "stream": True, "dg": dg}
-        seen = [0]
+        seen = [0]  # steps run, over all canvases (a draft's `step` counts within its canvas)
 
         def step(draft: RemoteDraft) -> None:
-            seen[0] = draft.step
+            seen[0] += 1
             if on_step is not None:
                 on_step(draft)
 
-        t0 = time.perf_counter()
         try:
-            out = self._loop.call(lambda put: _stream_fill(self._http, body, put), cancel,
+            out: RemoteResult | None = self._loop.call(lambda put: _stream_fill(self._http, body, put), cancel,
                                   abort=lambda: not self.status.ready, on_event=step)
         except RemoteError as exc:
             if exc.status == 409:  # superseded or cancelled at the service (by this client): an ordinary end
@@ -188,11 +203,11 @@ class ServiceBackend(LocalSide):
             self.status.set_state("error", f"the engine service at {self.endpoint} went away ({exc})")
             return RemoteResult.failed(f"the engine service at {self.endpoint} went away "
                                        f"({type(exc).__name__}: {exc})", seen[0])
-        if out is None:
-            if self.status.ready or (cancel is not None and cancel.cancelled):
+        if out is None:  # the caller's cancel, or the watcher saw the service go (abort)
+            if cancel is not None and cancel.cancelled:
                 return RemoteResult("", steps=seen[0], cancelled=True)
-            return RemoteResult.failed(self.status.message, seen[0])  # the watcher saw the service go
-        out.timings["http_ms"] = (time.perf_counter() - t0) * 1e3
+            return RemoteResult.failed(self.status.message or f"the engine service at {self.endpoint} went away",
+                                       seen[0])
         return out
 
     def close(self) -> None:
@@ -204,8 +219,13 @@ class ServiceBackend(LocalSide):
     # -- the watcher ---------------------------------------------------------------------------------------------
     def _watch(self) -> None:
         http = self.endpoint.client(HEALTH_TIMEOUT_S, self._headers, sync=True)
+        late = False
         while not self._closed.wait(WATCH_S):
-            health = _health(http)
+            health, slow = _probe(http)
+            if health is None and slow and not late:
+                late = True  # one late answer is a busy machine, not a dead service: ask again before saying so
+                continue
+            late = False
             if health is None and self.starter is not None:
                 self.status.set_state("error", f"the engine service at {self.endpoint} is not answering; restarting it")
                 try:
@@ -244,7 +264,7 @@ async def _stream_fill(http: httpx.AsyncClient, body: dict[str, Any], put: Calla
                 confidence = dg.get("confidence")
                 return RemoteResult(choice.get("text", ""), steps=int(dg.get("steps", 0)),
                                     reused_prefix_tokens=int(dg.get("reused_prefix_tokens", 0)),
-                                    timings=dict(dg.get("timings") or {}),
+                                    timings={f"service_{k}": float(v) for k, v in (dg.get("timings") or {}).items()},
                                     confidence=float(confidence) if isinstance(confidence, int | float) else None)
     raise RemoteError("the engine service ended the stream without a result")
 
@@ -259,11 +279,18 @@ def _check_key(http: httpx.Client, endpoint: Endpoint) -> None:
 
 
 def _health(http: httpx.Client) -> dict[str, Any] | None:
+    return _probe(http)[0]
+
+
+def _probe(http: httpx.Client) -> tuple[dict[str, Any] | None, bool]:
+    """(/health's answer or None, whether it was None because the answer was late rather than refused)."""
     try:
         resp = http.get("/health")
-        return resp.json() if resp.status_code == 200 else None
+        return (resp.json() if resp.status_code == 200 else None), False
+    except httpx.TimeoutException:
+        return None, True
     except (httpx.HTTPError, ValueError):
-        return None
+        return None, False
 
 
 def _fetch_files(http: httpx.Client, manifest: dict[str, Any]) -> Path:

@@ -21,6 +21,7 @@ def register(server: DgServer) -> None:
         ls.worker.cancel_document(d.uri, "reopened")
         ls.shown.pop(d.uri, None)
         ls.withheld.pop(d.uri, None)
+        ls.next_edits.closed(d.uri)
         doc = ls.store.open(d.uri, d.language_id, d.version, d.text, OPEN_PARSE_S)
         if not doc.tree_fresh:
             ls.catch_up(d.uri)
@@ -34,7 +35,10 @@ def register(server: DgServer) -> None:
         if uri not in ls.store:
             log.warning("didChange for a document that is not open: %s", uri)
             return
+        doc = ls.store.get(uri)
+        before, before_version, starts = doc.text, doc.version, doc.starts
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
+        ls.next_edits.changed(uri, before_version, doc, before, starts, params.content_changes, ls.encoding)
         ls.catch_up(uri)  # the reparse, in slices, while no fill runs
         ls.note_change(uri, arrived)
         ls.cross_file.changed(uri)
@@ -49,6 +53,7 @@ def register(server: DgServer) -> None:
         ls.worker.cancel_document(uri, "closed")
         ls.shown.pop(uri, None)
         ls.withheld.pop(uri, None)
+        ls.next_edits.closed(uri)
         ls.note_change(uri, None)
         ls.store.close(uri)
         ls.cross_file.closed(uri)

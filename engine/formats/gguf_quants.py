@@ -105,8 +105,9 @@ def _q6_k(b: torch.Tensor) -> torch.Tensor:
 
 
 _BLOCK_FNS = {"Q8_0": _q8_0, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
-# Blocks dequantized per chunk: bounds the temporaries (~30 bytes of int/fp32 per value) whatever the tensor's size.
-CHUNK_BLOCKS = 1 << 14
+# Values dequantized per chunk: bounds the temporaries (~30 bytes of int/fp32 per value, ~8 MB) whatever the tensor's
+# size and block size (a chunk of 16,384 blocks was 4M values of a K-quant: 126 MB of temporaries).
+CHUNK_VALUES = 1 << 18
 
 
 def dequantize(data: torch.Tensor, qtype: str, k: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -124,8 +125,9 @@ def dequantize(data: torch.Tensor, qtype: str, k: int, dtype: torch.dtype = torc
     blocks = data.reshape(-1, size)
     out = torch.empty(blocks.shape[0], block, dtype=dtype, device=data.device)
     fn = _BLOCK_FNS[qtype]
-    for b0 in range(0, blocks.shape[0], CHUNK_BLOCKS):
-        out[b0:b0 + CHUNK_BLOCKS] = fn(blocks[b0:b0 + CHUNK_BLOCKS]).to(dtype)
+    step = max(1, CHUNK_VALUES // block)
+    for b0 in range(0, blocks.shape[0], step):
+        out[b0:b0 + step] = fn(blocks[b0:b0 + step]).to(dtype)
     return out.reshape(*lead, k)
 
 
@@ -190,3 +192,23 @@ def quantize_k(w: torch.Tensor, qtype: str) -> torch.Tensor:
         raise ValueError(f"quantize_k: {qtype} is not a K-quant this module writes ({', '.join(fns)})")
     blocks = w.reshape(-1, QK_K).float()
     return fns[qtype](blocks).reshape(*w.shape[:-1], row_bytes(qtype, k))
+
+
+def _round_away(x: torch.Tensor) -> torch.Tensor:
+    """Round half away from zero, as gguf-py's `np_roundf` (torch.round rounds half to even)."""
+    a = x.abs()
+    floored = a.floor()
+    return x.sign() * (floored + (2 * (a - floored)).floor())
+
+
+def quantize_q8_0(w: torch.Tensor) -> torch.Tensor:
+    """Float (..., K) with K a multiple of 32 -> packed Q8_0 rows (..., K / 32 * 34) uint8, on w's device; the
+    same bytes as gguf-py's quantizer (f16 scale amax / 127, then the values times its reciprocal, rounded)."""
+    k = w.shape[-1]
+    if k % 32:
+        raise ValueError(f"Q8_0 needs rows of whole 32-value blocks, got {k}")
+    blocks = w.reshape(-1, 32).float()
+    d = blocks.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+    qs = _round_away(blocks * inv).to(torch.int8).view(torch.uint8)
+    return torch.cat([_f16_bytes(d), qs], dim=-1).reshape(*w.shape[:-1], row_bytes("Q8_0", k))

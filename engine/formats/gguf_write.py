@@ -109,6 +109,10 @@ def _gguf_name(hf: str) -> str | None:
     return f"blk.{m[2]}.{rest}" if rest else None
 
 
+# What a diffusion-gemma GGUF cannot say otherwise (write_gguf refuses a checkpoint that differs).
+GGUF_ASSUMES = {"hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True, "attention_bias": False}
+
+
 def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canvas_length: int = 16,
                sampler: dict | None = None, split_max_tensors: int = 0, tokenizer: bool = True) -> Path:
     """The HF checkpoint at `src` (single-file safetensors, tied) as a GGUF at `dst`; `rule` gives each tensor's
@@ -121,6 +125,12 @@ def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canv
     from engine.config import load_config
 
     cfg = load_config(src).text
+    # The diffusion-gemma GGUF has no key for these: its readers assume the published model's tanh GELU, a tied head
+    # and encoder, and no attention biases. A checkpoint that differs cannot be written without changing the model.
+    odd = {k: getattr(cfg, k) for k, v in GGUF_ASSUMES.items() if getattr(cfg, k) != v}
+    if odd:
+        raise ValueError(f"{src}: {', '.join(f'{k}={v!r}' for k, v in odd.items())} cannot be written to a "
+                         "diffusion-gemma GGUF (its readers assume gelu_pytorch_tanh, tied embeddings, no biases)")
     if isinstance(rule, str):
         one = rule
         rule = lambda n, s, _n, _v: fit_type(one, s[-1]) if q4_k_m_type(n, s, _n, _v) != "F32" else "F32"  # noqa

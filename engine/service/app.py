@@ -25,7 +25,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -53,6 +53,29 @@ CHECKPOINT_FILES = ("config.json", "generation_config.json", "infill.json", "tok
                     "chat_template.jinja", "chat_template.json", "special_tokens_map.json")
 
 
+def client_files(backend: Any, path: Path) -> dict[str, bytes]:
+    """CHECKPOINT_FILES the service hands out: a checkpoint directory's own; for a GGUF file, those beside it, with
+    config.json / generation_config.json written from the config it was loaded with (engine.formats.hf_files), the
+    tokenizer rebuilt from its metadata when none is beside it, and its `tokenizer.chat_template` when no template
+    file is beside it."""
+    from engine.formats import gguf
+    from engine.formats.hf_files import config_json, generation_config_json
+
+    side = gguf.tokenizer_dir(path)
+    out = {name: (side / name).read_bytes() for name in CHECKPOINT_FILES if (side / name).is_file()}
+    if not gguf.is_gguf(path):
+        return out
+    out["config.json"], out["generation_config.json"] = config_json(backend.config), generation_config_json(
+        backend.config)
+    tokenizer = getattr(backend, "tokenizer", None)
+    if "tokenizer.json" not in out and tokenizer is not None:
+        out["tokenizer.json"] = tokenizer.to_str().encode()
+    template = gguf.file_prompt(path, tokenizer=False)[1]
+    if template and not {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"} & set(out):
+        out["chat_template.jinja"] = template.encode()
+    return out
+
+
 @dataclass
 class ServiceState:
     """The loaded model (once `attach`ed), the scheduler and the service's settings."""
@@ -69,6 +92,7 @@ class ServiceState:
     chat: ChatTemplate | None = None
     chat_error: str = "the model is not loaded"
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    file_data: dict[str, bytes] = field(default_factory=dict)
     checkpoint_id: str | None = None
     scheduler: Scheduler = field(default_factory=Scheduler)
     started: float = field(default_factory=time.time)
@@ -88,11 +112,9 @@ class ServiceState:
             name=self.name, vocab_size=int(backend.vocab_size), canvas_lengths=lengths,
             default_canvas=int(getattr(config, "canvas_length", lengths[-1])), encode=backend.encode,
             bos_id=getattr(fmt, "bos_id", None), fim=fmt.context if fmt.name == "fim" else None)
-        for name in CHECKPOINT_FILES:
-            f = path / name
-            if f.is_file():
-                data = f.read_bytes()
-                self.files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        self.file_data = client_files(backend, path)
+        for name, data in self.file_data.items():
+            self.files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         self.checkpoint_id = hashlib.sha256(json.dumps(self.files, sort_keys=True).encode()).hexdigest()[:16]
         try:
             self.chat = chat_template(backend, path)
@@ -164,7 +186,7 @@ def create_app(state: ServiceState) -> Starlette:
         name = request.path_params["name"]
         if state.state != "ready" or name not in state.files:
             return JSONResponse(error_body(f"no checkpoint file {name!r} (see GET /v1/dg/checkpoint)", 404), 404)
-        return FileResponse(state.model_path / name, media_type="application/octet-stream")
+        return Response(state.file_data[name], media_type="application/octet-stream")
 
     async def completions(request: Request) -> Response:
         return await _fill(request, state, chat=False)

@@ -6,7 +6,7 @@ import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
-from engine.denoise import PROB_SCALE, denoise_step
+from engine.denoise import PROB_SCALE, CounterNoise, denoise_step
 from engine.engine import Engine
 from engine.kv_cache import KVCache
 from engine.runner import Schedule, StepRunner, capacity_for
@@ -33,7 +33,8 @@ def test_the_step_traces_as_one_graph(eng, one_per_step):
     run = _run(eng, 37, compile=True, one_per_step=one_per_step)  # a bucketed (masked) workspace
     assert run.kv.capacity == 256 and run.kv.masks[1] is not None
     with torch.inference_mode():
-        explained = torch._dynamo.explain(denoise_step)(eng.model, run.kv, run.state, vocab_pass_torch, one_per_step)
+        explained = torch._dynamo.explain(denoise_step)(eng.model, run.kv, run.state, CounterNoise(vocab_pass_torch),
+                                                        one_per_step)
     assert explained.graph_break_count == 0, explained.break_reasons
     assert explained.graph_count == 1
 
@@ -46,8 +47,8 @@ def test_a_bucketed_step_equals_the_exact_one(eng):
         b = eng.model.decode_step(bucketed.state.canvas, bucketed.state.soft, bucketed.kv)
         torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
         for _ in range(3):
-            denoise_step(eng.model, exact.kv, exact.state, vocab_pass_torch)
-            denoise_step(eng.model, bucketed.kv, bucketed.state, vocab_pass_torch)
+            denoise_step(eng.model, exact.kv, exact.state, CounterNoise(vocab_pass_torch))
+            denoise_step(eng.model, bucketed.kv, bucketed.state, CounterNoise(vocab_pass_torch))
     torch.testing.assert_close(bucketed.state.soft, exact.state.soft, rtol=1e-3, atol=1e-3)  # 3 steps of drift
     c = exact.state.canvas.shape[1]
     assert torch.equal(bucketed.state.out[:c + 2], exact.state.out[:c + 2])  # canvas, accepted, stopped

@@ -4,7 +4,7 @@ decision and the draft), the decoder step and the MoE never; the expert GEMM has
 import pytest
 import torch
 
-from engine.denoise import denoise_step
+from engine.denoise import CounterNoise, denoise_step
 from engine.engine import Engine
 from engine.kv_cache import KVCache
 from engine.moe import MoE, grouped_linear
@@ -48,7 +48,7 @@ def test_the_decoder_step_never_syncs(eng):
                                                      confidence=0.005))
     with count_ops() as c:
         for _ in range(3):
-            denoise_step(eng.model, run.kv, run.state, vocab_pass_torch)
+            denoise_step(eng.model, run.kv, run.state, CounterNoise(vocab_pass_torch))
     assert c.sync_count == 0, dict(c.syncs)
     assert int(run.state.step) == 3
 

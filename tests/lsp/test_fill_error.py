@@ -3,8 +3,6 @@ the reason "error" with its message, is never reported as a cancel, and is not k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from dg_lsp.cache import FillCaches
@@ -13,47 +11,10 @@ from dg_lsp.holes import hole_at_cursor
 from dg_lsp.pipeline import FillEvents, Policy, run_fill
 from dg_lsp.trace import Trace
 from dg_lsp.worker import Worker
-from engine.seam import CancelToken, InfillBackend
-from engine.tokens import InfillFormat
+from engine.seam import InfillBackend
+from tests.seam_fakes import FakeBackend
 
 TEXT = "def f(a):\n    return \n"
-
-
-@dataclass
-class Result:
-    text: str
-    steps: int = 0
-    cancelled: bool = False
-    reused_prefix_tokens: int = 0
-    timings: dict = field(default_factory=lambda: {"total_ms": 1.0})
-    error: str | None = None
-    confidence: float | None = None
-
-
-class Failing:
-    """Fails every fill with `error` (None: fills with "x + 1")."""
-
-    model_name = "failing"
-    prompt_format = InfillFormat(canvas_lengths=(16, 32))
-    splits_before_newline = False
-    drafts = False
-
-    def __init__(self, error: str | None) -> None:
-        self.error, self.calls = error, 0
-
-    def encode(self, text: str) -> list[int]:
-        return [6 + b % 200 for b in text.encode()]
-
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
-
-    def settings_in_force(self) -> dict:
-        return {}
-
-    def infill(self, context_ids, *, canvas_length, steps=None, entropy_bound=None, max_canvases=1, seed=0,
-               cancel=None, on_step=None, draft_text=False, init_ids=None, start_noise=1.0) -> Result:
-        self.calls += 1
-        return Result("", error=self.error) if self.error else Result("x + 1", steps=1)
 
 
 async def fill(backend, caches: FillCaches, worker: Worker, kind: str = "keystroke"):
@@ -73,7 +34,8 @@ async def worker():
 
 @pytest.mark.parametrize("kind", ["keystroke", "command"])
 async def test_a_failed_fill_is_an_error_with_its_reason_not_a_cancel(worker, kind):
-    backend, caches = Failing("http://gpu:8000/v1/completions failed: HTTP 500: Internal Server Error"), FillCaches()
+    backend = FakeBackend(error="http://gpu:8000/v1/completions failed: HTTP 500: Internal Server Error")
+    caches = FillCaches()
     assert isinstance(backend, InfillBackend)
     worker.engine, worker.state = backend, "ready"
     out = await fill(backend, caches, worker, kind)
@@ -81,11 +43,11 @@ async def test_a_failed_fill_is_an_error_with_its_reason_not_a_cancel(worker, ki
     wire = out.stats.wire()
     assert wire["reason"] == "error" and wire["cancelled"] is False and "HTTP 500" in wire["error"]
     again = await fill(backend, caches, worker, kind)  # a failure is not remembered: the next fill asks again
-    assert again.reason == "error" and backend.calls == 2
+    assert again.reason == "error" and len(backend.calls) == 2
 
 
 async def test_a_fill_that_works_has_no_error_on_the_wire(worker):
-    backend = Failing(None)
+    backend = FakeBackend()
     worker.engine, worker.state = backend, "ready"
     out = await fill(backend, FillCaches(), worker)
     assert out.fill == "x + 1" and out.error is None and "error" not in out.stats.wire()

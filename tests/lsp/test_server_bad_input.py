@@ -8,20 +8,17 @@ import itertools
 import random
 
 import pytest
-import pytest_asyncio
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException
-from server_harness import edit_doc, inline_params, open_doc, start_server, stop_server, wait_for
+from server_harness import edit_doc, inline_params, open_doc, wait_for
 
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 _n = itertools.count(1)
 
 
-@pytest_asyncio.fixture
-async def client(tiny_ckpt):
-    c = await start_server(tiny_ckpt, {"steps": 4, "debounceMs": 0})
-    yield c
-    await stop_server(c)
+@pytest.fixture
+def server_settings() -> dict:
+    return {"steps": 4, "debounceMs": 0}
 
 
 def fill_args(uri: str, line: int, char: int) -> list:

@@ -7,20 +7,17 @@ import asyncio
 import itertools
 
 import pytest
-import pytest_asyncio
 from lsprotocol import types as T
-from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, wait_for
+from server_harness import edit_doc, open_doc, requests_done, wait_for
 
 STEPS = 200  # long enough (~1 s on the tiny model) that every cancel lands mid-run
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 _ids = itertools.count(1)
 
 
-@pytest_asyncio.fixture
-async def client(tiny_ckpt):
-    c = await start_server(tiny_ckpt, {"drafts": True, "steps": STEPS, "debounceMs": 0})
-    yield c
-    await stop_server(c)
+@pytest.fixture
+def server_settings() -> dict:
+    return {"drafts": True, "steps": STEPS, "debounceMs": 0}
 
 
 def fill_request(client, uri: str, line: int = 1, char: int = 13) -> tuple[str, asyncio.Future]:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import pytest_asyncio
 from lsprotocol import types as T
-from server_harness import edit_doc, open_doc, requests_done, start_server, stop_server, wait_for
+from server_harness import edit_doc, open_doc, requests_done, wait_for
 
 from dg_lsp.trace import STAGES
 
@@ -21,11 +20,9 @@ SETTINGS = {"drafts": True, "steps": 6, "debounceMs": 0}
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 
 
-@pytest_asyncio.fixture
-async def client(tiny_ckpt):
-    c = await start_server(tiny_ckpt, SETTINGS)
-    yield c
-    await stop_server(c)
+@pytest.fixture
+def server_settings() -> dict:
+    return SETTINGS
 
 
 def pos(line: int, char: int) -> T.Position:
@@ -37,7 +34,8 @@ async def test_capabilities_advertise_every_feature(client):
     assert caps.inline_completion_provider  # registered with InlineCompletionOptions
     assert caps.completion_provider is not None
     assert caps.code_action_provider
-    assert sorted(caps.execute_command_provider.commands) == ["dg.fillHole", "dg.rewriteSelection"]
+    assert sorted(caps.execute_command_provider.commands) == ["dg.acceptNextEdit", "dg.fillHole", "dg.rewriteSelection"]
+    assert caps.experimental == {"dgNextEdit": True}
     sync = caps.text_document_sync
     assert sync.change == T.TextDocumentSyncKind.Incremental and sync.open_close
 

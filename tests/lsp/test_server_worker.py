@@ -1,47 +1,24 @@
-"""The engine thread with an engine double: loading, latest-wins debounce, cancellation within one step."""
+"""The engine thread with the seam's test double (tests/seam_fakes.py): loading, latest-wins debounce,
+cancellation within one step."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from dg_lsp.config import Settings
 from dg_lsp.worker import EngineJob, EngineThread, Worker
 from engine.seam import CancelToken
+from tests.seam_fakes import FakeBackend
 
 
-class SlowEngine:
-    """Runs `steps` steps of `step_s` seconds, checking the token before each (as the real engine does). Only the
-    parts of engine.seam.InfillBackend the worker uses."""
-
-    model_name = "slow"
-
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
-
-
-    def __init__(self, step_s: float = 0.01) -> None:
-        self.step_s = step_s
-        self.calls = 0
-        self.threads: list[threading.Thread] = []
-
-    def infill(self, context_ids, *, steps=None, cancel, on_step=None, **kwargs):
-        self.calls += 1
-        self.threads.append(threading.current_thread())
-        n = 0
-        for i in range(1, (steps or 8) + 1):
-            if cancel.cancelled:
-                break
-            time.sleep(self.step_s)
-            n = i
-            if on_step is not None:
-                on_step(SimpleNamespace(step=i, steps=steps, text="x" * i))
-        return SimpleNamespace(text="fill", steps=n, cancelled=cancel.cancelled, reused_prefix_tokens=0,
-                               timings={"total_ms": 1.0}, confidence=None, error=None)
+def slow_engine(step_s: float = 0.01) -> FakeBackend:
+    """Fills "fill" in 8 steps (a job's `steps` when given) of `step_s` seconds, checking the cancel flag before each
+    (as the real engine does)."""
+    return FakeBackend("fill", steps=8, step_s=step_s, name="slow")
 
 
 async def ready_worker(engine) -> Worker:
@@ -62,7 +39,7 @@ async def test_load_failure_is_reported_not_raised():
 
 
 async def test_engine_runs_off_the_loop_thread():
-    eng = SlowEngine(0.001)
+    eng = slow_engine(0.001)
     w = await ready_worker(eng)
     t = w.ticket("file:///a.py", "1", "keystroke", CancelToken())
     res = await w.infill(t, EngineJob([1, 2], 16, 4, None))
@@ -80,7 +57,7 @@ async def test_debounce_latest_wins():
 
 @pytest.mark.parametrize("how", ["ticket", "document", "request", "task"])
 async def test_cancel_stops_within_one_step(how):
-    eng = SlowEngine(0.01)
+    eng = slow_engine(0.01)
     w = await ready_worker(eng)
     seen = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -120,7 +97,7 @@ async def test_new_inline_job_supersedes_inline_but_not_command():
 
 
 async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
-    eng = SlowEngine(0.01)
+    eng = slow_engine(0.01)
     w = await ready_worker(eng)
     first = w.ticket("u", "1", "command", CancelToken())
     second = w.ticket("u", "2", "command", CancelToken())
@@ -129,7 +106,7 @@ async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
     second.cancel("test")
     assert (await a).steps == 10
     assert await b is None
-    assert eng.calls == 1
+    assert len(eng.calls) == 1
     w.shutdown()
 
 
@@ -168,12 +145,10 @@ async def test_engine_thread_finished_outlives_a_cancelled_result_and_shutdown_d
         th.submit(lambda: None)
 
 
-class NoFillEngine(SlowEngine):
+class NoFillEngine(FakeBackend):
     """Loads, but every fill fails (as a checkpoint whose tokenizer cannot encode would)."""
 
-    prompt_format = SimpleNamespace(canvas_lengths=(16,), context=lambda p, s, hole=None: [1, *p, *s])
-
-    def encode(self, text):
+    def encode(self, text: str) -> list[int]:
         raise ValueError("this tokenizer cannot encode")
 
 
@@ -183,9 +158,8 @@ async def test_ready_only_after_a_check_fill():
     assert w.state == "error" and w.engine is None
     assert "check fill failed" in w.error and "cannot encode" in w.error
     w.shutdown()
-    good = SlowEngine(0.0)
-    good.prompt_format, good.encode = NoFillEngine.prompt_format, lambda text: [2] * len(text)
+    good = slow_engine(0.0)
     w = Worker(lambda s: good)
     await w.load(Settings())
-    assert w.state == "ready" and good.calls == 1  # the check fill ran once
+    assert w.state == "ready" and len(good.calls) == 1  # the check fill ran once
     w.shutdown()

@@ -14,7 +14,7 @@ from test_fp8_published import self_conditioned_steps
 from engine.engine import Engine
 from engine.formats import gguf as G
 from engine.formats import gguf_write as W
-from engine.formats.gguf_quants import BLOCKS, dequantize, quantize_k
+from engine.formats.gguf_quants import BLOCKS, dequantize, quantize_k, quantize_q8_0
 from engine.quant.modules import QuantLinear, QuantWeight
 from engine.testing import build_tiny_checkpoint
 
@@ -56,6 +56,20 @@ def test_k_quantizer_writes_blocks_gguf_py_reads(qtype, max_err):
     assert float((back - w).abs().max() / w.abs().max()) < max_err  # half a step of the block's range
     assert torch.equal(dequantize(packed, qtype, 768), back)
 
+
+
+def test_q8_0_quantizer_writes_gguf_pys_bytes():
+    """The torch Q8_0 quantizer (the device bench builds packed weights with it) writes gguf-py's exact bytes,
+    zero blocks and values halfway between two steps included."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize as reference
+
+    x = torch.randn(3, 5, 96, generator=torch.Generator().manual_seed(1)) * 3
+    x[0, 0, :32] = 0
+    x[1, 0, :32] = torch.arange(32) - 15.5  # halves of a step of 1 (d = 127 / 127) below: rounded away from zero
+    x[1, 0, 0] = 127.0
+    want = reference(x.numpy(), GGMLQuantizationType.Q8_0)
+    assert np.array_equal(quantize_q8_0(x).numpy(), want)
 
 def test_q4_k_m_rule_reproduces_the_published_26b_mix():
     from engine.quant.memory import gemma4_26b_a4b

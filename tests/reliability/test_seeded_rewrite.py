@@ -5,17 +5,13 @@ answer); a chat checkpoint refuses the setting clearly."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from typing import Any
 
 import pytest
-import uvicorn
 
 from engine.engine import Engine
-from engine.service.app import ServiceState, create_app
 from engine.testing_published import build_published_checkpoint
+from tests.service.service_harness import InProcessService
 
 from .conftest import pos
 
@@ -39,32 +35,6 @@ class Recording:
         return self._engine.infill(context_ids, **kw)
 
 
-class Service:
-    """engine.service's app on `backend`, served over TCP from a thread."""
-
-    def __init__(self, backend: Any, path) -> None:
-        state = ServiceState()
-        state.attach(backend, path)
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(create_app(state), log_level="critical", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    def __enter__(self) -> Service:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
-
-
 def rewrite(srv) -> tuple[dict, list[dict]]:
     """dg.rewriteSelection of SELECTED: the command's result (without its latency) and the edits applied for it."""
     before = len(srv.applied)
@@ -82,7 +52,7 @@ def recording(tiny_ckpt) -> Recording:
 
 def test_a_seeded_rewrite_sends_the_selection_through_the_service_backend_as_the_embedded_engine_runs_it(
         start_server, recording, tiny_ckpt):
-    with Service(recording, tiny_ckpt) as service:
+    with InProcessService(recording, tiny_ckpt) as service:
         srv = start_server({**SEEDED, "backend": "service", "endpoint": service.url})
         srv.open(URI, TEXT, "python")
         via_service = rewrite(srv)

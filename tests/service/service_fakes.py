@@ -1,36 +1,21 @@
-"""A fake engine.seam.InfillBackend for scheduler and app tests: deterministic text, a gate to hold a fill mid-way,
-and a record of every call. Fills are "filled:<n>" where n is the context's length, so a test can tell whose fill
-it got."""
+"""The seam's test double (tests/seam_fakes.py) as the engine service's backend: token ids from characters, a
+tiny FIM layout, and a refusal on demand. Fills are "filled:<n>" where n is the context's length, so a test can tell
+whose fill it got; `gate` holds a fill mid-way, `calls` records every call."""
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
-from engine.seam import CancelToken
-
-
-@dataclass
-class Result:
-    text: str
-    ids: list[int]
-    steps: int
-    cancelled: bool = False
-    reused_prefix_tokens: int = 0
-    timings: dict = field(default_factory=lambda: {"total_ms": 1.0})
-    confidence: float | None = None
-
-
-@dataclass
-class Draft:
-    step: int
-    steps: int
-    text: str
-    canvas: int = 0
+from engine.seam import CancelFlag, HoleInfo, StepDraft
+from tests.seam_fakes import FakeBackend as SeamFake
+from tests.seam_fakes import FakeResult
 
 
 class FakeFormat:
+    """engine.seam.PromptFormat, with the FIM bos id the service reads."""
+
     name = "fim"
+    canvas_headroom = 0
     canvas_lengths = (4, 8)
     max_context_tokens = None
     bos_id = 1
@@ -38,30 +23,26 @@ class FakeFormat:
     def context_budget(self, requested: int) -> int:
         return requested
 
-    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole=None) -> list[int]:
+    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
         return [1, 9, *suffix_ids, 8, *prefix_ids, 7]
 
-    def answer(self, text: str) -> str:
+    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
         return text
 
 
-class FakeBackend:
-    """`gate`: when set, every step waits for `gate` (a threading.Event) so a test can hold a fill running."""
+class FakeBackend(SeamFake):
+    """`steps`: a fill's steps when the call leaves them unset; `fail_when_first_id`: a context starting with that id
+    raises (the engine refusing it)."""
 
     vocab_size = 128
-    model_name = "fake"
-    splits_before_newline = True
-    drafts = True
 
     def __init__(self, steps: int = 4, fail_when_first_id: int | None = None) -> None:
-        self.prompt_format = FakeFormat()
-        self.default_steps = steps
+        super().__init__(steps=steps, prompt_format=FakeFormat())
         self.fail_when_first_id = fail_when_first_id
-        self.gate: threading.Event | None = None
-        self.calls: list[list[int]] = []
-        self.seeds: list[tuple[list[int] | None, float]] = []  # (init_ids, start_noise) of each fill
-        self.started = threading.Event()
-        self.steps_after_cancel: list[int] = []
+
+    @property
+    def splits_before_newline(self) -> bool:
+        return True
 
     def encode(self, text: str) -> list[int]:
         return [32 + (ord(c) % 90) for c in text]
@@ -69,30 +50,18 @@ class FakeBackend:
     def decode(self, ids: list[int]) -> str:
         return "".join(chr(i) for i in ids)
 
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
+    def text_for(self, context_ids: list[int]) -> str:
+        return f"filled:{len(context_ids)}"
 
-    def settings_in_force(self) -> dict:
-        return {"steps": self.default_steps}
-
-    def infill(self, context_ids, *, canvas_length, steps=None, entropy_bound=None, max_canvases=1, seed=0,
-               cancel=None, on_step=None, draft_text=False, init_ids=None, start_noise=1.0):
-        self.calls.append(list(context_ids))
-        self.seeds.append((init_ids, start_noise))
-        self.started.set()
-        if self.fail_when_first_id is not None and context_ids[0] == self.fail_when_first_id:
+    def infill(self, context_ids: list[int], *, canvas_length: int, steps: int | None = None,
+               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
+               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
+               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0) -> FakeResult:
+        if self.fail_when_first_id is not None and context_ids[:1] == [self.fail_when_first_id]:
+            self.calls.append(list(context_ids))
+            self.seeds.append((init_ids, start_noise))
+            self.started.set()
             raise ValueError("this fake refuses that context")
-        n = steps or self.default_steps
-        text = f"filled:{len(context_ids)}"[: canvas_length * max_canvases]
-        cancelled_at = None
-        for step in range(1, n + 1):
-            if self.gate is not None:
-                self.gate.wait(10)
-            if cancel is not None and cancel.cancelled:
-                cancelled_at = step - 1
-                break
-            if on_step is not None:
-                on_step(Draft(step, n, text[:step] if draft_text else ""))
-        if cancelled_at is not None:
-            return Result("", [], cancelled_at, cancelled=True)
-        return Result(text, self.encode(text), n)
+        return super().infill(context_ids, canvas_length=canvas_length, steps=steps, entropy_bound=entropy_bound,
+                              max_canvases=max_canvases, seed=seed, cancel=cancel, on_step=on_step,
+                              draft_text=draft_text, init_ids=init_ids, start_noise=start_noise)

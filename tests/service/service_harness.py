@@ -1,17 +1,24 @@
 """Helpers for tests/service: engine services started as real processes (`python -m engine.service`) on Unix
-sockets in private temporary directories; the environment children run with; a chat template for chat tests."""
+sockets in private temporary directories, or in this process on a backend a test holds (`InProcessService`); the
+environment children run with; a chat template for chat tests."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
+
+from engine.service.app import ServiceState, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = ROOT / "engine" / "default_model"
@@ -86,3 +93,27 @@ def start_service(directory: Path, *args: str, model: Path | None = None, env: d
 
     wait_until(ready, 120, "the engine service")
     return svc
+
+
+class InProcessService:
+    """engine.service's app on `backend` (loaded from `path`), in this process, served over TCP from a thread;
+    `state` is the app's (a test may change its limits)."""
+
+    def __init__(self, backend: Any, path: Path, **state: Any) -> None:
+        self.state = ServiceState(**state)
+        self.state.attach(backend, path)
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(uvicorn.Config(create_app(self.state), log_level="critical", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    def __enter__(self) -> InProcessService:
+        self._thread.start()
+        wait_until(lambda: self._server.started, 30, "the in-process service")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+        self._sock.close()

@@ -84,3 +84,50 @@ def test_a_service_on_a_chat_gguf_uses_the_files_template(served, tmp_path):
     want = eng.prompt_format.template.render(messages)
     assert want.startswith("<bos><|turn>user\n") and want.endswith("<|turn>model\n<|channel>thought\n<channel|>")
     assert n_prompt == len(eng.encode(want))
+
+
+def _client_backend(svc: Service):
+    from dg_lsp.backends.factory import build_backend
+    from dg_lsp.config import Settings
+
+    return build_backend(Settings(backend="service", endpoint=svc.endpoint, auto_start=False))
+
+
+def test_the_language_servers_service_backend_fills_from_a_gguf_as_the_embedded_engine(served, tmp_path):
+    """A GGUF has no config.json or tokenizer.json beside it: the service writes them from what it loaded (its config,
+    the tokenizer rebuilt from the metadata) so dg-lsp's `service` backend lays out prompts as the engine does."""
+    path = write_shipped(tmp_path / "alone")
+    assert not (path.parent / "config.json").exists() and not (path.parent / "tokenizer.json").exists()
+    svc = served(path)
+    with svc.http(30) as c:
+        files = c.get("/v1/dg/checkpoint").json()["files"]
+    assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(files)
+    eng = Engine.from_pretrained(path, device="cpu")
+    backend = _client_backend(svc)
+    try:
+        suffix = "\n\nprint(distance((0, 0), (3, 4)))\n"
+        ids = backend.prompt_format.context(backend.encode(PREFIX), backend.encode(suffix))
+        assert ids == eng.prompt_format.context(eng.encode(PREFIX), eng.encode(suffix))
+        assert backend.prompt_format.canvas_lengths == eng.prompt_format.canvas_lengths
+        got, want = backend.infill(ids, canvas_length=16), eng.infill(ids, canvas_length=16)
+        assert got.error is None and not got.cancelled and got.text == want.text and got.steps == want.steps
+    finally:
+        backend.close()
+
+
+def test_a_chat_gguf_through_the_service_backend_gets_the_files_template(served, tmp_path):
+    src = build_tiny_checkpoint(tmp_path / "hf", "mixed", canvas_length=16, seed=3, vocab_size=VOCAB_SIZE)
+    (src / "infill.json").unlink()
+    gemma_style_tokenizer().save(str(src / "tokenizer.json"))
+    (src / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    (tmp_path / "alone").mkdir()
+    path = write_gguf(src, tmp_path / "alone" / "chat-F32.gguf", "F32")
+    svc = served(path)
+    backend = _client_backend(svc)
+    try:
+        eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
+        assert backend.prompt_format.name == eng.prompt_format.name == "chat"
+        messages = [{"role": "user", "content": "hi"}]
+        assert backend.prompt_format.template.render(messages) == eng.prompt_format.template.render(messages)
+    finally:
+        backend.close()

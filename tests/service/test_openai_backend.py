@@ -37,7 +37,7 @@ def context(backend, hole: HoleInfo | None = None) -> list[int]:
 
 def test_fim_through_completions_with_token_ids(vllm, connect):
     b = connect(settings(endpoint=vllm.url, api_key_env="DG_VLLM_KEY"))
-    assert b.model_name == MODEL and b.drafts is False and b.prompt_format.name == "fim"
+    assert b.model_name == MODEL and b.prompt_format.name == "fim"
     ids = context(b)
     steps: list[object] = []
     res = b.infill(ids, canvas_length=16, max_canvases=2, on_step=steps.append)

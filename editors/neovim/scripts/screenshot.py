@@ -1,11 +1,13 @@
 """Screenshot of dg ghost text in a terminal: Neovim in tmux, `capture-pane -e`, rendered to PNG with Pillow.
 
     python editors/neovim/scripts/screenshot.py [--out editors/neovim/media/ghost-text.png] [--model-path DIR]
+    python editors/neovim/scripts/screenshot.py --next-edit KEYS [--source FILE] --out docs/img/next-edit-neovim.png
 
 Starts Neovim 0.12 (the one next to this Python, else on PATH) with the plugin and the real server
 (`python -m dg_lsp`, or `--stub TEXT` for the scripted test server), types into a small Python file, waits for
 ghost text, captures the pane with its colours and draws the cells with a monospace font. Prints the captured
-text; exits 1 when no ghost text showed up in time.
+text; exits 1 when no ghost text showed up in time. With `--next-edit KEYS` it types KEYS in Normal mode instead (an
+edit) and waits for the next-edit proposal the server answers (printed as "proposal": its edits).
 """
 
 from __future__ import annotations
@@ -104,6 +106,10 @@ def apply_sgr(params: list[int], style: dict) -> None:
             style["underline"] = True
         elif p == 7:
             style["reverse"] = True
+        elif p == 9:
+            style["strike"] = True
+        elif p == 29:
+            style.pop("strike", None)
         elif p == 22:
             style.pop("bold", None)
         elif p == 23:
@@ -160,8 +166,8 @@ def parse_ansi(capture: str, cols: int) -> list[list[tuple[str, dict]]]:
     return rows
 
 
-def render(rows, out: Path, cursor: tuple[int, int] | None = None, font_size: int = 16) -> None:
-    """Draw the cells; `cursor` (column, row) gets Insert mode's bar."""
+def render(rows, out: Path, cursor: tuple[int, int] | None = None, font_size: int = 16, block: bool = False) -> None:
+    """Draw the cells; `cursor` (column, row) gets Insert mode's bar (with `block`, Normal mode's box)."""
     from PIL import Image, ImageDraw, ImageFont
 
     fonts = {}
@@ -189,9 +195,14 @@ def render(rows, out: Path, cursor: tuple[int, int] | None = None, font_size: in
                 draw.text((x0, y0 + 1), ch, font=font, fill=fg)
             if st.get("underline"):
                 draw.line([x0, y0 + cell_h - 2, x0 + cell_w - 1, y0 + cell_h - 2], fill=fg)
+            if st.get("strike"):
+                draw.line([x0, y0 + cell_h // 2, x0 + cell_w - 1, y0 + cell_h // 2], fill=fg)
     if cursor:
         x0, y0 = pad + cursor[0] * cell_w, pad + cursor[1] * cell_h
-        draw.rectangle([x0, y0, x0 + 1, y0 + cell_h - 1], fill=DEFAULT_FG)
+        if block:
+            draw.rectangle([x0, y0, x0 + cell_w - 1, y0 + cell_h - 1], outline=DEFAULT_FG)
+        else:
+            draw.rectangle([x0, y0, x0 + 1, y0 + cell_h - 1], fill=DEFAULT_FG)
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out, optimize=True)
 
@@ -227,7 +238,9 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
     init.write_text(INIT.format(plugin=lua(str(PLUGIN)), cmd=lua(cmd), root=lua(pythonpath),
                                 settings=lua(settings) if settings else "vim.empty_dict()"))
     sock = work / "nvim.sock"
-    tmux = ["tmux", "-L", f"dg-shot-{os.getpid()}", "-f", "/dev/null"]
+    conf = work / "tmux.conf"  # a terminal type whose terminfo has strikethrough (next edits strike removed text)
+    conf.write_text('set -g default-terminal "tmux-256color"\n')
+    tmux = ["tmux", "-L", f"dg-shot-{os.getpid()}", "-f", str(conf)]
     env_cmd = (f"cd {work} && COLORTERM=truecolor exec {find_nvim()} --listen {sock} -n -u {init} "
                f"{demo.name}")
     subprocess.run(tmux + ["new-session", "-d", "-x", str(args.cols), "-y", str(args.rows), "-s", "dg", env_cmd],
@@ -247,14 +260,20 @@ def capture(args) -> tuple[str, str, tuple[int, int]]:
 
         wait_for(lambda: call("return require('dg').statusline()").startswith("dg: ready"), args.timeout,
                  "the server to be ready")
-        line, keys = (args.line, args.keys) if args.line else TYPE_AT
-        nvim.command(f"normal! {line}G")
-        # All keys at once: Neovim asks once, 200 ms after the last one, so the fill is reproducible.
-        nvim.input("A" + keys)
-        ghost = wait_for(lambda: call("return require('dg.inline').visible(0)"), args.timeout, "ghost text")
+        if args.next_edit:
+            nvim.input(args.next_edit)
+            shown = "local p = require('dg.nextedit').get(0); return p and vim.json.encode(p.edits)"
+        else:
+            line, keys = (args.line, args.keys) if args.line else TYPE_AT
+            nvim.command(f"normal! {line}G")
+            # All keys at once: Neovim asks once, 200 ms after the last one, so the fill is reproducible.
+            nvim.input("A" + keys)
+            shown = "return require('dg.inline').visible(0)"
+        what = "a next edit" if args.next_edit else "ghost text"
+        ghost = wait_for(lambda: call(shown), args.timeout, what)
         while True:  # until it has not changed for a second (a later answer may replace the first)
             time.sleep(1.0)
-            now = call("return require('dg.inline').visible(0)")
+            now = call(shown)
             if now == ghost:
                 break
             ghost = now
@@ -277,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help="file to type into (default: a small Python file)")
     parser.add_argument("--line", type=int, help="1-based line to type at the end of (with --keys)")
     parser.add_argument("--keys", default="", help="keys typed after `A` on --line")
+    parser.add_argument("--next-edit", metavar="KEYS",
+                        help="type KEYS in Normal mode (an edit) and capture the next-edit proposal instead")
     parser.add_argument("--cols", type=int, default=84)
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=180)
@@ -289,8 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.ansi_out:
         args.ansi_out.write_text(text)
-    render(parse_ansi(text.rstrip("\n"), args.cols), args.out, cursor)
-    print(json.dumps({"out": str(args.out), "ghost": ghost}))
+    render(parse_ansi(text.rstrip("\n"), args.cols), args.out, cursor, block=bool(args.next_edit))
+    shown = {"proposal": json.loads(ghost)} if args.next_edit else {"ghost": ghost}
+    print(json.dumps({"out": str(args.out), **shown}))
     return 0
 
 

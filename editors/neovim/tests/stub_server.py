@@ -4,8 +4,9 @@ The plugin tests use it where the real server's fills are random (tiny checkpoin
 on a known schedule, and a log of what the client asked and cancelled. Run: python stub_server.py (stdio).
 initializationOptions: the dg settings plus `stubText` (the fill), `stubDelay` (seconds per draft step),
 `stubSteps`, `stubCount` (that many items: the text, then the text + " #2", ...), `stubPromptFormat` ("fim":
-refuse a rewrite's non-empty instruction as dg-lsp does on a fim-format checkpoint) and `stubLog` (a file that
-gets one JSON line per event).
+refuse a rewrite's non-empty instruction as dg-lsp does on a fim-format checkpoint), `stubNextEdit` (the edits,
+[{text, range}], every textDocument/copilotInlineEdit answers; the wire of docs/PROTOCOL.md "Next edits") and
+`stubLog` (a file that gets one JSON line per event).
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ import time
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
-server = LanguageServer("dg-lsp-stub", "0")
+
+class StubProtocol(LanguageServerProtocol):
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {"dgNextEdit": True}  # as dg-lsp says it speaks next edits
+        return result
+
+
+server = LanguageServer("dg-lsp-stub", "0", protocol_cls=StubProtocol)
 options: dict = {}
 
 
@@ -124,6 +136,34 @@ async def fill_hole(arg: dict) -> dict:
         types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))
     )
     return {"applied": bool(result.applied), "reason": result.failure_reason, "latencyMs": 1.0}
+
+
+@server.feature("textDocument/copilotInlineEdit")
+async def next_edit(params) -> dict:
+    """The scripted edits, for the request's version when it is the document's (else none, as dg-lsp)."""
+    uri, version = params.textDocument.uri, params.textDocument.version
+    doc = server.workspace.get_text_document(uri)
+    log("nextEdit", version=version, documentVersion=doc.version, trigger=params.context.triggerKind,
+        line=params.position.line, character=params.position.character)
+    await asyncio.sleep(float(options.get("stubNextEditDelay", 0.02)))
+    if version != doc.version:
+        return {"edits": []}
+    argument = {"uri": uri, "version": version, "documentOpen": 1, "id": "ne-1"}
+    command = {"title": "Accept next edit", "command": "dg.acceptNextEdit", "arguments": [argument]}
+    return {"edits": [{**e, "textDocument": {"uri": uri, "version": version}, "command": command}
+                      for e in options.get("stubNextEdit", [])]}
+
+
+@server.feature("textDocument/didShowInlineEdit")
+def next_edit_shown(params) -> None:
+    log("nextEditShown", command=params.item.command.arguments[0].id)
+
+
+@server.command("dg.acceptNextEdit")
+def accept_next_edit(arg: dict) -> dict:
+    doc = server.workspace.get_text_document(arg["uri"])
+    log("nextEditAccepted", argument=arg, text=doc.source)
+    return {"accepted": True}
 
 
 if __name__ == "__main__":

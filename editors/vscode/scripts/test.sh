@@ -52,6 +52,6 @@ else
   [ -f "$TINY/config.json" ] || (cd "$REPO_ROOT" && "$PY" -c "from engine.testing import build_tiny_checkpoint; build_tiny_checkpoint('$TINY')")
   step "e2e (code-server + chromium + dg-lsp, tiny random checkpoint)"
   "$NODE24" test/e2e/run.mjs --server real --model "$TINY" --only ghost,toggle
-  step "e2e (code-server + chromium + protocol stub server: rewrite, fill, code action, instruction, missing command)"
-  "$NODE24" test/e2e/run.mjs --server stub --only rewrite,fill,codeaction,instruct,missing
+  step "e2e (code-server + chromium + protocol stub server: rewrite, fill, code action, instruction, next edits, missing command)"
+  "$NODE24" test/e2e/run.mjs --server stub --only rewrite,fill,codeaction,instruct,nextedit,nexttyping,nextindicator,nextghost,missing
 fi

@@ -26,6 +26,8 @@ import {
   rewriteSelectionWithInstruction,
 } from "./commands";
 import { InlineGate } from "./gate";
+import { TRIGGER } from "./nextedit";
+import { NextEditUi } from "./nexteditui";
 import {
   Launch,
   didChangeConfigurationParams,
@@ -44,6 +46,9 @@ export const COMMANDS = {
   toggle: "dg.toggle",
   showLog: "dg.showLog",
   restart: "dg.restartServer",
+  acceptNextEdit: "dg.acceptNextEditCommand",
+  dismissNextEdit: "dg.dismissNextEditCommand",
+  suggestNextEdit: "dg.suggestNextEditCommand",
 } as const;
 
 const INLINE_ENABLED_KEY = "dg.inlineEnabled";
@@ -52,6 +57,7 @@ export class DgExtension implements vscode.Disposable {
   readonly output: vscode.LogOutputChannel;
   readonly status: StatusModel;
   readonly gate: InlineGate;
+  readonly nextEdit: NextEditUi;
   private readonly item: vscode.StatusBarItem;
   private client: LanguageClient | undefined;
   private launchKey = "";
@@ -71,7 +77,19 @@ export class DgExtension implements vscode.Disposable {
     this.status.setInlineEnabled(enabled);
     this.gate.setLanguages(config().get("languages"));
     this.item.show();
-    this.disposables.push(this.output, this.item);
+    this.nextEdit = new NextEditUi(
+      {
+        ready: () => this.client?.isRunning() === true && serverAnswersNextEdits(this.client),
+        allowed: (languageId) => this.gate.shouldRequest(languageId),
+        sendRequest: (method, params, token) => this.runningClient().sendRequest(method, params, token),
+        sendNotification: (method, params) => void this.client?.sendNotification(method, params),
+        executeCommand: (command) =>
+          this.runningClient().sendRequest(ExecuteCommandRequest.type, { command: command.command, arguments: command.arguments }),
+        log: (message) => this.output.info(message),
+      },
+      vscode.Uri.joinPath(context.extensionUri, "media", "next-edit.svg"),
+    );
+    this.disposables.push(this.output, this.item, this.nextEdit);
   }
 
   registerCommands(): void {
@@ -87,13 +105,23 @@ export class DgExtension implements vscode.Disposable {
     reg(COMMANDS.toggle, () => this.toggle());
     reg(COMMANDS.showLog, () => this.output.show(true));
     reg(COMMANDS.restart, () => this.restart());
+    reg(COMMANDS.acceptNextEdit, () => this.nextEdit.policy.accept());
+    reg(COMMANDS.dismissNextEdit, () => this.nextEdit.policy.dismiss("Escape"));
+    reg(COMMANDS.suggestNextEdit, async () => {
+      const proposal = await this.nextEdit.policy.ask(TRIGGER.invoked);
+      if (!proposal) vscode.window.setStatusBarMessage("Dg: no next edit here", 3000);
+      return proposal;
+    });
     this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)));
   }
 
   toggle(): boolean {
     const on = this.gate.toggle();
-    // Turning off should also take away ghost text that is already on screen.
-    if (!on) void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+    // Turning off should also take away ghost text and a next edit that are already on screen.
+    if (!on) {
+      void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+      this.nextEdit.policy.dismiss("Dg: Toggle");
+    }
     return on;
   }
 
@@ -132,6 +160,7 @@ export class DgExtension implements vscode.Disposable {
   }
 
   async stop(): Promise<void> {
+    this.nextEdit.policy.dispose();
     const client = this.client;
     this.client = undefined;
     if (!client) return;
@@ -163,8 +192,19 @@ export class DgExtension implements vscode.Disposable {
         return false;
       },
       middleware: {
-        provideInlineCompletionItems: (document, position, context, token, next) =>
-          this.gate.shouldRequest(document.languageId) ? next(document, position, context, token) : undefined,
+        provideInlineCompletionItems: async (document, position, context, token, next) => {
+          if (!this.gate.shouldRequest(document.languageId)) return undefined;
+          // The next-edit policy waits for this answer: no next edit while ghost text is shown.
+          const uri = document.uri.toString();
+          this.nextEdit.policy.inlineRequested(uri, document.version);
+          let answer: Awaited<ReturnType<typeof next>> | undefined;
+          try {
+            answer = await next(document, position, context, token);
+            return answer;
+          } finally {
+            this.nextEdit.policy.inlineAnswered(uri, document.version, hasInlineItems(answer));
+          }
+        },
         // The server's commands run from its code actions: report "not applied" like the palette commands.
         executeCommand: async (command, args, next) =>
           reportServerCommand(command, await next(command, args), (m) => void vscode.window.showInformationMessage(m)),
@@ -195,11 +235,23 @@ export class DgExtension implements vscode.Disposable {
     }
     const client = this.client;
     if (client?.isRunning()) {
-      void client.sendNotification(
-        DidChangeConfigurationNotification.type,
-        didChangeConfigurationParams(toServerSettings(readDg)),
-      );
+      const settings = toServerSettings(readDg);
+      // Logged once written to the server's stdin: the server applies a settings change when it reads it, in
+      // order with the requests around it, so every request sent after this line sees these settings (the
+      // real-editor tests wait for this line instead of a clock).
+      void client
+        .sendNotification(DidChangeConfigurationNotification.type, didChangeConfigurationParams(settings))
+        .then(
+          () => this.output.info(`settings sent to the server: ${JSON.stringify(settings)}`),
+          (err) => this.output.warn(`sending the settings to the server: ${String(err)}`),
+        );
     }
+  }
+
+  private runningClient(): LanguageClient {
+    const client = this.client;
+    if (!client?.isRunning()) throw new Error("the language server is not running");
+    return client;
   }
 
   private commandDeps(): CommandDeps {
@@ -255,6 +307,17 @@ export class DgExtension implements vscode.Disposable {
           ? new vscode.ThemeColor("statusBarItem.warningBackground")
           : undefined;
   }
+}
+
+function hasInlineItems(answer: unknown): boolean {
+  const items = Array.isArray(answer) ? answer : (answer as { items?: unknown } | null | undefined)?.items;
+  return Array.isArray(items) && items.length > 0;
+}
+
+/** The server's initialize result says it answers textDocument/copilotInlineEdit. */
+function serverAnswersNextEdits(client: LanguageClient): boolean {
+  const experimental = client.initializeResult?.capabilities.experimental as { dgNextEdit?: unknown } | undefined;
+  return experimental?.dgNextEdit === true;
 }
 
 function config(): vscode.WorkspaceConfiguration {

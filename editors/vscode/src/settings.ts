@@ -29,6 +29,12 @@ export const SERVER_SETTING_KEYS = [
   "rewriteFromSelection",
   "rewriteNoise",
   "crossFileTokens",
+  "nextEdit",
+  "nextEditDebounceMs",
+  "nextEditLinesAbove",
+  "nextEditLinesBelow",
+  "nextEditIndicatorOnly",
+  "nextEditNoise",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];

@@ -31,7 +31,18 @@ M.defaults = {
     next = "<M-]>",
     prev = "<M-[>",
     dismiss = "<C-]>",
+    -- next edits (:help dg-next-edit): Normal and Insert mode, set only while a proposal is shown
+    next_edit_accept = "<Tab>",
+    -- Normal mode; Insert mode proposals go when Insert mode ends
+    next_edit_dismiss = "<Esc>",
   },
+}
+
+--- The next-edit settings the plugin reads itself (the server gets them too): name -> check.
+local NEXT_EDIT_SETTINGS = {
+  nextEdit = { "boolean", "true or false" },
+  nextEditIndicatorOnly = { "boolean", "true or false" },
+  nextEditDebounceMs = { "number", "a number of milliseconds >= 0" },
 }
 
 local function check(errors, ok, msg)
@@ -100,6 +111,13 @@ function M.resolve(opts)
       if type(value) == "boolean" then
         cfg.drafts = value
       end
+    end
+  end
+  for name, want in pairs(NEXT_EDIT_SETTINGS) do
+    local value = cfg.settings[name]
+    if value ~= nil and (type(value) ~= want[1] or (want[1] == "number" and value < 0)) then
+      table.insert(errors, ("settings.%s must be %s"):format(name, want[2]))
+      cfg.settings[name] = nil
     end
   end
   if cfg.drafts == nil then

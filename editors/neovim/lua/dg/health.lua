@@ -80,6 +80,12 @@ function M.check()
     else
       health.ok(line .. (st and st.model and st.model ~= vim.NIL and (", model " .. st.model) or ""))
     end
+    local experimental = client.server_capabilities and client.server_capabilities.experimental
+    local offered = type(experimental) == "table" and experimental.dgNextEdit == true
+    local ne = require("dg.nextedit").opts
+    health.info(("client %d: next edits %s"):format(client.id, not offered and "not offered by this server"
+      or not ne.enabled and "off (settings.nextEdit = false; :DgNextEdit still asks)"
+      or ("after %d ms%s"):format(ne.debounce_ms, ne.indicator_only and ", indicator only" or "")))
   end
   if not dg.enabled then
     health.warn("inline completion is toggled off (:DgToggle)")

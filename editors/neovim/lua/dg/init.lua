@@ -50,7 +50,7 @@ local function set_keymaps(bufnr, keymaps)
     dismiss = inline.dismiss,
   }
   for name, lhs in pairs(keymaps) do
-    if lhs then
+    if lhs and actions[name] then
       -- An <expr> map: the action schedules its edit and returns true, or returns false and the
       -- key does what it does without the plugin.
       vim.keymap.set("i", lhs, function()
@@ -66,6 +66,7 @@ end
 local function on_attach(bufnr)
   vim.lsp.inline_completion.enable(M.enabled, { bufnr = bufnr })
   set_keymaps(bufnr, M.config.keymaps)
+  require("dg.nextedit").attach(bufnr)
   local group = api.nvim_create_augroup("dg.buffer." .. bufnr, { clear = true })
   api.nvim_create_autocmd("InsertLeave", {
     group = group,
@@ -95,6 +96,7 @@ function M.setup(opts)
   local draft = require("dg.draft")
   draft.enabled = cfg.drafts
   api.nvim_set_hl(0, "DgDraft", { link = "Comment", default = true })
+  require("dg.nextedit").configure(cfg)
 
   vim.lsp.config("dg", {
     cmd = cfg.cmd,
@@ -138,6 +140,30 @@ function M.setup(opts)
       end
     end,
   })
+  api.nvim_create_autocmd("LspRequest", {
+    group = group,
+    callback = function(args)
+      local req = args.data and args.data.request
+      if req and req.type == "pending" and req.method == "textDocument/inlineCompletion"
+        and not api.nvim_get_mode().mode:match("^[iR]") then
+        -- Neovim's debounce timer outlives Insert mode (InsertLeave cancels what is pending, not the timer): a
+        -- request it sends after Esc would draw ghost text in Normal mode, over a next edit
+        local client = vim.lsp.get_client_by_id(args.data.client_id)
+        if client and client.name == "dg" then
+          client:cancel_request(args.data.request_id)
+        end
+      end
+    end,
+  })
+  api.nvim_create_autocmd("LspDetach", {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if client and client.name == "dg" then
+        require("dg.nextedit").detach(args.buf)
+      end
+    end,
+  })
   vim.lsp.enable("dg")
   return true
 end
@@ -163,6 +189,7 @@ function M.toggle(enable)
   end
   if not enable then
     require("dg.draft").clear_all()
+    require("dg.nextedit").hide_all()
   end
   pcall(vim.cmd.redrawstatus)
   vim.notify("dg: inline completion " .. (enable and "on" or "off"), vim.log.levels.INFO)
@@ -185,6 +212,24 @@ end
 
 function M.apply_anyway()
   require("dg.commands").apply_anyway()
+end
+
+--- :DgNextEdit: ask for a next edit at the cursor now.
+function M.next_edit()
+  local ok, why = require("dg.nextedit").request(0)
+  if not ok then
+    vim.notify("dg: " .. why, vim.log.levels.WARN)
+  end
+end
+
+--- :DgNextEditAccept: apply the shown next edit (one undo step); false when none is shown or it is stale.
+function M.next_edit_accept()
+  return require("dg.nextedit").accept(0)
+end
+
+--- :DgNextEditDismiss: hide the shown next edit; false when none is shown.
+function M.next_edit_dismiss()
+  return require("dg.nextedit").hide(0)
 end
 
 M.accept = function()

@@ -17,10 +17,17 @@
 //      ready, "Dg: Fill Hole" fills at the cursor, and one undo restores the file (real server only);
 //   9. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
 //      status bar, and "Set the path" opens the Settings editor at dg.server.command (runs last).
+//   Next edits (before 8; each turns dg.nextEdit on in the workspace settings, off elsewhere):
+//   nextedit: after a rename a next edit is drawn (struck-through and attached text in the DOM), the cursor stays,
+//      Tab applies exactly the proposal the extension logged, one undo takes it back;
+//   nexttyping: Escape dismisses it, so does typing, Tab right after a keystroke does not apply it, and a request the user types
+//      past is never applied; nextindicator: indicator-only mode draws a gutter mark, "Dg: Accept Next Edit" applies;
+//   nextghost: while ghost text is shown no next edit is asked for, and Tab accepts the ghost text.
 // Options: --server real|stub (stub: test/e2e/stub-server.mjs, canned answers, no model)
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
-//          --update-screenshot (write the ghost-text screenshot to media/ghost-text.png)
-//          --only ghost,rewrite,fill,codeaction,instruct,toggle,gguf,missing (a subset; status always runs first)
+//          --update-screenshot (write the screenshots to media/ghost-text.png and media/next-edit.png)
+//          --only ghost,rewrite,fill,codeaction,instruct,toggle,withheld,nextedit,nexttyping,nextindicator,nextghost,
+//                 gguf,missing (a subset; status always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -116,6 +123,9 @@ function userSettings() {
     "editor.minimap.enabled": false,
     "editor.fontSize": 15,
     "files.autoSave": "off",
+    // Next edits only in their own scenarios (they turn them on in the workspace settings): elsewhere they would
+    // add a model run after every edit on this CPU.
+    "dg.nextEdit": false,
   };
   if (SERVER === "stub") {
     settings["dg.server.command"] = NODE24;
@@ -138,6 +148,13 @@ function serverEnv() {
   return env;
 }
 
+// The next-edit scenarios rename the first `count` to `total`; the other two are what a next edit should follow.
+// Plain-text files: the shipped model was never trained for next edits, and in Python its rewrites of the window
+// break the syntax (the server withholds those); plain text has no syntax gate, so its (junk) proposals show and
+// the editor side runs end to end against the real server.
+const NES_TEXT = "def add_all(values):\n    count = 0\n    for v in values:\n        count += v\n    return count\n";
+const NES_RENAMED = NES_TEXT.replace("count", "total");
+
 const FILES = {
   "calc.py": "import math\n\n\n",
   "greet.py": 'def greet(name):\n    message = "hello " + name\n    return message\n',
@@ -146,6 +163,10 @@ const FILES = {
   "fill.py": "def square(x):\n    \n\n\nprint(square(3))\n",
   "instruct.py": "def load(url):\n    data = fetch(url)\n    return data\n",
   "gate.py": "def square(x):\n    \n\n\nprint(square(3))\n",
+  "nes_total.txt": NES_TEXT,
+  "nes_dismiss.txt": NES_TEXT,
+  "nes_indicator.txt": NES_TEXT,
+  "ghost_nes.py": "import math\n\n\n",
   "gguf.py": "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math.\n",
 };
 
@@ -209,6 +230,30 @@ async function waitFor(fn, ms, what, page) {
 
 async function statusText(page) {
   return (await page.locator(".statusbar-item", { hasText: "Dg:" }).first().textContent())?.trim() ?? "";
+}
+
+/** Every settings object the extension logged as sent to the server ("settings sent to the server: {...}" in its
+ * Dg log, written once the didChangeConfiguration is on the server's stdin), oldest first. */
+function settingsSent(ud) {
+  const sent = [];
+  for (const file of logFiles(ud).filter((f) => /Dg\.log$/.test(f))) {
+    for (const m of readFileSync(file, "utf8").matchAll(/settings sent to the server: (\{.*\})$/gm)) sent.push(JSON.parse(m[1]));
+  }
+  return sent;
+}
+
+/**
+ * Writes the workspace's .vscode/settings.json and waits until the extension has sent settings matching `accept`
+ * to the server. The server applies them on arrival, in order with what follows, so the next request sees them:
+ * the acknowledgement to wait on, instead of a clock.
+ */
+async function setWorkspaceSettings(ctx, settings, accept) {
+  const before = settingsSent(ctx.ud).length;
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify(settings, null, 2));
+  const sent = await waitFor(() => settingsSent(ctx.ud).slice(before).find(accept), 60_000,
+    `the settings ${JSON.stringify(settings)} to reach the server`);
+  log(`settings sent to the server: ${JSON.stringify(sent)}`);
 }
 
 // ---- scenarios -----------------------------------------------------------------------------------------
@@ -311,7 +356,10 @@ async function rewriteSelectionAndUndo(page, ctx) {
   const selected = 'message = "hello " + name';
   const suffix = "\n    return message\n";
   // The editor's context menu offers it while there is a selection.
-  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  // The selection is painted a moment after the keys (a loaded machine once read no box here).
+  const selection = page.locator(".editor-group-container.active .selected-text").first();
+  await selection.waitFor({ state: "visible", timeout: 15_000 });
+  const box = await selection.boundingBox();
   if (!box) throw new Error("no visible selection");
   await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
   const menuItem = page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection" });
@@ -386,7 +434,10 @@ async function rewriteWithInstruction(page, ctx) {
   await page.keyboard.press("ArrowDown");
   await page.keyboard.press("End");
   await page.keyboard.press("Shift+Home");
-  const box = await page.locator(".editor-group-container.active .selected-text").first().boundingBox();
+  // The selection is painted a moment after the keys (a loaded machine once read no box here).
+  const selection = page.locator(".editor-group-container.active .selected-text").first();
+  await selection.waitFor({ state: "visible", timeout: 15_000 });
+  const box = await selection.boundingBox();
   if (!box) throw new Error("no visible selection");
   await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: "right" });
   await page.locator(".monaco-menu .action-item", { hasText: "Rewrite Selection…" }).first().waitFor({ timeout: 15_000 });
@@ -454,10 +505,9 @@ async function withheldThenApplyAnyway(page, ctx) {
   // "Apply anyway" button that sends the same command with force; the fill then lands as one undo step.
   mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
   const statusAt = await page.evaluate(() => window.__dgStatus.length);
-  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.minConfidence": 1 }, null, 2));
-  // The configuration change reaches the server (no reload: not a model setting). 1.5 s was too short once on a
-  // loaded machine (the fill landed instead of being withheld): wait longer.
-  await page.waitForTimeout(5000);
+  // The change reaches the server without a reload (not a model setting). No clock: a fixed wait (1.5 s, then
+  // 5 s) once lost to a loaded machine, where the fill landed before the setting did.
+  await setWorkspaceSettings(ctx, { "dg.minConfidence": 1 }, (s) => s.minConfidence === 1);
   try {
     await openFile(page, "gate.py");
     const before = FILES["gate.py"];
@@ -481,8 +531,243 @@ async function withheldThenApplyAnyway(page, ctx) {
     if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
     log(`status while withheld: ${JSON.stringify(await page.evaluate((k) => window.__dgStatus.slice(k), statusAt))}`);
   } finally {
-    writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({}, null, 2));
-    await page.waitForTimeout(1000);
+    await setWorkspaceSettings(ctx, {}, (s) => s.minConfidence === 0);
+  }
+}
+
+// ---- next edits ----------------------------------------------------------------------------------------
+
+/** The extension's next-edit log lines ("next edit shown: {...}", "next edit dismissed (...)", ...), oldest first. */
+function nextEditLog(ud) {
+  const lines = [];
+  for (const file of logFiles(ud).filter((f) => /Dg\.log$/.test(f))) {
+    for (const m of readFileSync(file, "utf8").matchAll(/\] (next edit .*)$/gm)) lines.push(m[1]);
+  }
+  return lines;
+}
+
+/** Waits for a next-edit log line after the first `since` ones that matches `re`; returns its match. */
+async function waitForNextEditLog(ctx, since, re, what, page, ms = FILL_TIMEOUT) {
+  return waitFor(() => nextEditLog(ctx.ud).slice(since).map((l) => re.exec(l)).find(Boolean), ms, what, page);
+}
+
+/** What the proposal's decorations put on screen: struck-through text, and the text attached before/after. */
+async function nextEditDecorations(page) {
+  return page.evaluate(() => {
+    const root = document.querySelector(".editor-group-container.active .monaco-editor .view-lines");
+    const struck = [];
+    const attached = [];
+    for (const el of root?.querySelectorAll("span") ?? []) {
+      if (getComputedStyle(el).textDecorationLine.includes("line-through")) struck.push(el.textContent);
+      for (const pseudo of ["::before", "::after"]) {
+        const c = getComputedStyle(el, pseudo).content;
+        if (c && c !== "none" && c !== "normal" && c !== '""') attached.push(c.slice(1, -1));
+      }
+    }
+    const gutter = document.querySelectorAll(".editor-group-container.active .monaco-editor .margin-view-overlays .cgmr, .editor-group-container.active .monaco-editor .glyph-margin-widgets .cgmr").length;
+    return { struck: struck.map((t) => t.replace(/\u00a0/g, " ")), attached: attached.map((t) => t.replace(/\u00a0/g, " ")), gutter };
+  });
+}
+
+/** "Ln 2, Col 10" from the status bar: where the cursor is. */
+async function cursorPosition(page) {
+  const texts = await page.locator(".statusbar-item").allTextContents();
+  return texts.map((t) => /Ln \d+, Col \d+/.exec(t)?.[0]).find(Boolean) ?? "";
+}
+
+/** The text with a proposal's edits (sorted, LSP positions) applied. */
+function applyEdits(text, edits) {
+  const lines = text.split("\n");
+  const offset = ({ line, character }) => lines.slice(0, line).reduce((n, l) => n + l.length + 1, 0) + character;
+  let out = "";
+  let at = 0;
+  for (const e of edits) {
+    out += text.slice(at, offset(e.range.start)) + e.text;
+    at = offset(e.range.end);
+  }
+  return out + text.slice(at);
+}
+
+// Next edits on, ghost text off (VS Code does not ask for it): after the rename the shipped model's ghost text would
+// otherwise hold the next edit back (as it should: the nextghost scenario checks that).
+const NEXT_EDIT_ONLY = { "dg.nextEdit": true, "editor.inlineSuggest.enabled": false };
+
+/** Opens `name` (NES_TEXT), renames the first `count` to `total` like a user would, and waits for the next edit
+ * drawn for it; returns the proposal ({uri, version, edits}) as the extension logged it. */
+async function renameAndWaitForNextEdit(page, ctx, name) {
+  await openFile(page, name);
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Home"); // the first non-blank character: `count`
+  await page.keyboard.press("Control+Shift+ArrowRight");
+  const since = nextEditLog(ctx.ud).length;
+  await page.keyboard.type("total", { delay: 15 });
+  const [, json] = await waitForNextEditLog(ctx, since, /^next edit shown: (\{.*\})$/, "a next edit after the rename", page);
+  const proposal = JSON.parse(json);
+  log(`next edit shown: ${JSON.stringify(proposal.edits)}`);
+  return proposal;
+}
+
+async function nextEditShownAndTab(page, ctx) {
+  await setWorkspaceSettings(ctx, NEXT_EDIT_ONLY, (s) => s.nextEdit === true);
+  try {
+    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_total.txt");
+    const cursor = await cursorPosition(page);
+    if (cursor !== "Ln 2, Col 10") throw new Error(`the cursor moved when the next edit was shown: ${cursor}`);
+    const drawn = await waitFor(async () => {
+      const d = await nextEditDecorations(page);
+      return d.struck.length + d.attached.length > 0 ? d : undefined;
+    }, 10_000, "the next edit's decorations");
+    log(`decorations: ${JSON.stringify(drawn)}`);
+    const removes = proposal.edits.some((e) => e.range.start.line !== e.range.end.line || e.range.start.character !== e.range.end.character);
+    if (removes && drawn.struck.length === 0) throw new Error("the text the next edit removes is not struck through");
+    if (proposal.edits.some((e) => e.text.trim() !== "") && !drawn.attached.some((a) => a.trim() !== "")) {
+      throw new Error(`the inserted text is not drawn: ${JSON.stringify(drawn)}`);
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const shot = join(ARTIFACTS, "next-edit.png");
+    await page.screenshot({ path: shot });
+    if (UPDATE_SCREENSHOT) {
+      copyFileSync(shot, join(EXT_DIR, "media/next-edit.png"));
+      log("updated media/next-edit.png");
+    }
+    const since = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Tab");
+    await waitForNextEditLog(ctx, since, /^next edit accepted/, "Tab to accept the next edit", page, 30_000);
+    const after = await saveAndRead(page, ctx, "nes_total.txt");
+    const expected = applyEdits(NES_RENAMED, proposal.edits);
+    if (after !== expected) throw new Error(`after Tab ${JSON.stringify(after)}, the proposal was ${JSON.stringify(expected)}`);
+    const left = await nextEditDecorations(page);
+    if (left.struck.length > 0) throw new Error(`decorations left after accepting: ${JSON.stringify(left)}`);
+    await page.keyboard.press("Control+z");
+    const undone = await saveAndRead(page, ctx, "nes_total.txt");
+    if (undone !== NES_RENAMED) throw new Error(`one undo did not take the next edit back: ${JSON.stringify(undone)}`);
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
+  }
+}
+
+async function nextEditTypingDismisses(page, ctx) {
+  await setWorkspaceSettings(ctx, NEXT_EDIT_ONLY, (s) => s.nextEdit === true);
+  try {
+    await renameAndWaitForNextEdit(page, ctx, "nes_dismiss.txt");
+    // Escape takes it away and changes nothing.
+    let since = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Escape");
+    await waitForNextEditLog(ctx, since, /^next edit dismissed \(Escape\)/, "Escape to dismiss the next edit", page, 30_000);
+    await waitFor(async () => (await nextEditDecorations(page)).struck.length === 0, 10_000, "the decorations to go after Escape");
+    if ((await saveAndRead(page, ctx, "nes_dismiss.txt")) !== NES_RENAMED) throw new Error("Escape changed the text");
+    // Asked again at the same place ("Dg: Suggest Next Edit"), the server proposes again.
+    since = nextEditLog(ctx.ud).length;
+    await runCommand(page, "Dg: Suggest Next Edit");
+    const [, json] = await waitForNextEditLog(ctx, since, /^next edit shown: (\{.*\})$/, "the next edit asked for again", page);
+    const proposal = JSON.parse(json);
+    // Type, then Tab at once: the proposal is for the version before the keystroke, so Tab must not apply it.
+    since = nextEditLog(ctx.ud).length;
+    await page.keyboard.type("s");
+    await page.keyboard.press("Tab");
+    await waitForNextEditLog(ctx, since, /^next edit dismissed \(the document changed\)/, "typing to dismiss the next edit", page, 30_000);
+    // The decorations go with the dismissal (the editor draws it a moment later); a newer proposal, for the text as
+    // typed, may be drawn after that.
+    await waitFor(async () => {
+      const newer = nextEditLog(ctx.ud).slice(since).some((l) => /^next edit shown/.test(l));
+      return newer || (await nextEditDecorations(page)).struck.length === 0;
+    }, 10_000, "the dismissed next edit's decorations to go");
+    let text = await saveAndRead(page, ctx, "nes_dismiss.txt");
+    const squash = (t) => t.replace(/\s+/g, "");
+    if (squash(text) !== squash(NES_RENAMED.replace("total = 0", "totals = 0"))) {
+      throw new Error(`a dismissed next edit was applied (it was ${JSON.stringify(proposal.edits)}): ${JSON.stringify(text)}`);
+    }
+    if (nextEditLog(ctx.ud).slice(since).some((l) => /^next edit accepted/.test(l))) throw new Error("a stale next edit was accepted");
+    // A next edit asked for a version the user then types past: its answer is never applied.
+    await page.keyboard.press("Escape");
+    // (Ghost text in the way holds the request back: type on until one is asked.)
+    since = nextEditLog(ctx.ud).length;
+    let typed = "";
+    let asked;
+    while (!asked && typed.length < 6) {
+      const at = nextEditLog(ctx.ud).length;
+      typed += "y";
+      await page.keyboard.type("y");
+      const m = await waitForNextEditLog(ctx, at, /^next edit (asked|not asked) for v(\d+)/, "a next-edit request", page, 30_000);
+      if (m[1] === "asked") asked = m[2];
+    }
+    if (!asked) throw new Error("no next-edit request after typing");
+    typed += "z";
+    await page.keyboard.type("z");
+    const outcome = await waitForNextEditLog(ctx, since,
+      new RegExp(`^next edit (for v${asked}: .*|discarded \\(stale\\): computed for v${asked}.*|shown: .*"version":${asked}[,}].*)$`),
+      "the outcome of the request typed past", page);
+    log(`request for v${asked}, typed past: ${outcome[1].slice(0, 160)}`);
+    await page.keyboard.press("Escape");
+    const final = await saveAndRead(page, ctx, "nes_dismiss.txt");
+    if (!final.includes(typed) || squash(final).replace(typed, "") !== squash(text)) {
+      throw new Error(`the text is not what was typed (${JSON.stringify(text)} + ${JSON.stringify(typed)}): ${JSON.stringify(final)}`);
+    }
+    if (nextEditLog(ctx.ud).slice(since).some((l) => /^next edit accepted/.test(l))) throw new Error("a stale next edit was accepted");
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
+  }
+}
+
+async function nextEditIndicatorOnly(page, ctx) {
+  await setWorkspaceSettings(ctx, { ...NEXT_EDIT_ONLY, "dg.nextEditIndicatorOnly": true }, (s) => s.nextEditIndicatorOnly === true);
+  try {
+    const proposal = await renameAndWaitForNextEdit(page, ctx, "nes_indicator.txt");
+    const drawn = await waitFor(async () => {
+      const d = await nextEditDecorations(page);
+      return d.gutter > 0 ? d : undefined;
+    }, 10_000, "the next edit's gutter mark");
+    if (drawn.struck.length > 0) throw new Error(`indicator-only drew the diff: ${JSON.stringify(drawn)}`);
+    const since = nextEditLog(ctx.ud).length;
+    await runCommand(page, "Dg: Accept Next Edit");
+    await waitForNextEditLog(ctx, since, /^next edit accepted/, "Dg: Accept Next Edit", page, 30_000);
+    const after = await saveAndRead(page, ctx, "nes_indicator.txt");
+    const expected = applyEdits(NES_RENAMED, proposal.edits);
+    if (after !== expected) throw new Error(`after accepting ${JSON.stringify(after)}, the proposal was ${JSON.stringify(expected)}`);
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false && s.nextEditIndicatorOnly === false);
+  }
+}
+
+async function ghostTextWinsTab(page, ctx) {
+  // Ghost text and a next edit never fight over Tab: while ghost text is shown no next edit is asked for, and Tab
+  // accepts the ghost text.
+  await setWorkspaceSettings(ctx, { "dg.nextEdit": true }, (s) => s.nextEdit === true);
+  try {
+    await openFile(page, "ghost_nes.py");
+    await page.keyboard.press("Control+End");
+    const since = nextEditLog(ctx.ud).length;
+    await page.keyboard.type("def circle_area(radius):", { delay: 15 });
+    await page.keyboard.press("Enter");
+    const body = "return math.pi * radius ** 2";
+    let typed = "";
+    const shown = async (ms) =>
+      waitFor(async () => ((await ghostText(page)).trim() ? ghostText(page) : undefined), ms, "ghost text", page).catch((err) => {
+        if (/server is down/.test(err.message)) throw err;
+        return undefined;
+      });
+    let ghost = await shown(20_000);
+    while (!ghost && typed.length < 12) {
+      typed += body[typed.length];
+      await page.keyboard.type(typed.at(-1));
+      ghost = await shown(10_000);
+    }
+    if (!ghost) throw new Error(`no ghost text after the header and ${JSON.stringify(typed)}`);
+    const [, version] = await waitForNextEditLog(ctx, since, /^next edit (?:not asked for v(\d+)|for v(\d+)): an inline completion is shown/,
+      "the next edit held back for the ghost text", page, 30_000).then((m) => [m[0], m[1] ?? m[2]]);
+    log(`ghost text ${JSON.stringify(ghost)}; next edit for v${version} held back`);
+    if ((await nextEditDecorations(page)).struck.length > 0) throw new Error("a next edit is drawn next to the ghost text");
+    const tabAt = nextEditLog(ctx.ud).length;
+    await page.keyboard.press("Tab");
+    await page.waitForTimeout(300);
+    await page.keyboard.press("Escape");
+    const after = await saveAndRead(page, ctx, "ghost_nes.py");
+    const firstGhostLine = ghost.split("\n").find((l) => l.trim() !== "").trim();
+    if (!after.includes(firstGhostLine)) throw new Error(`Tab did not accept the ghost text ${JSON.stringify(firstGhostLine)}: ${JSON.stringify(after)}`);
+    if (nextEditLog(ctx.ud).slice(tabAt).some((l) => /^next edit accepted/.test(l))) throw new Error("Tab accepted a next edit, not the ghost text");
+  } finally {
+    await setWorkspaceSettings(ctx, {}, (s) => s.nextEdit === false);
   }
 }
 
@@ -604,6 +889,10 @@ async function main() {
       ["instruct", "Dg: Rewrite Selection… sends an instruction; the fim model's refusal is shown, text unchanged", rewriteWithInstruction],
       ["toggle", "Dg: Toggle stops and resumes asking the server", toggleOffAndOn],
       ["withheld", "below dg.minConfidence Dg: Fill Hole edits nothing; 'Apply anyway' applies it, one undo", withheldThenApplyAnyway],
+      ["nextedit", "after an edit a next edit is drawn (cursor unmoved); Tab applies exactly it; one undo", nextEditShownAndTab],
+      ["nexttyping", "Escape and typing dismiss a next edit; a proposal for an older version is never applied", nextEditTypingDismisses],
+      ["nextindicator", "indicator-only: a gutter mark, Tab left alone, Dg: Accept Next Edit applies it", nextEditIndicatorOnly],
+      ["nextghost", "with ghost text shown no next edit is asked for, and Tab accepts the ghost text", ghostTextWinsTab],
       ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
     ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key))
@@ -644,6 +933,15 @@ async function main() {
 
 /** On failure: the extension's "Dg" log (the server's stderr goes there) and code-server's own output. */
 function dumpLogs(ud, csLog) {
+  for (const f of logFiles(ud)) {
+    const text = readFileSync(f, "utf8");
+    console.log(`---- ${f} (${statSync(f).size} bytes, last 60 lines)\n${text.split("\n").slice(-60).join("\n")}`);
+  }
+  console.log(`---- code-server output (last 30 lines)\n${csLog.split("\n").slice(-30).join("\n")}`);
+}
+
+/** The extension's "Dg" log files (the server's stderr goes there too) and the extension hosts' logs. */
+function logFiles(ud) {
   const found = [];
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
@@ -655,11 +953,7 @@ function dumpLogs(ud, csLog) {
   try {
     walk(join(ud, "logs"));
   } catch {}
-  for (const f of found) {
-    const text = readFileSync(f, "utf8");
-    console.log(`---- ${f} (${statSync(f).size} bytes, last 60 lines)\n${text.split("\n").slice(-60).join("\n")}`);
-  }
-  console.log(`---- code-server output (last 30 lines)\n${csLog.split("\n").slice(-30).join("\n")}`);
+  return found;
 }
 
 main().catch((err) => {

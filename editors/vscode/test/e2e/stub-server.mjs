@@ -28,7 +28,8 @@ const handlers = {
       textDocumentSync: 1,
       inlineCompletionProvider: {},
       codeActionProvider: true,
-      executeCommandProvider: { commands: ["dg.fillHole", "dg.rewriteSelection"] },
+      executeCommandProvider: { commands: ["dg.fillHole", "dg.rewriteSelection", "dg.acceptNextEdit"] },
+      experimental: { dgNextEdit: true },
     },
     serverInfo: { name: "dg-lsp-stub", version: "0" },
   }),
@@ -39,11 +40,28 @@ const handlers = {
   "textDocument/didOpen": ({ textDocument: d }) => docs.set(d.uri, { version: d.version, text: d.text }),
   "textDocument/didChange": ({ textDocument: d, contentChanges }) =>
     docs.set(d.uri, { version: d.version, text: contentChanges.at(-1).text }),
-  "textDocument/inlineCompletion": ({ position }) => {
+  "textDocument/inlineCompletion": ({ textDocument, position }) => {
     status("ready", 42);
+    // The next-edit scenarios' files (nes_*.py) get no ghost text, so that a next edit may show.
+    if (/\/nes_[^/]*$/.test(textDocument.uri)) return { items: [] };
     const at = { line: position.line, character: position.character };
     return { items: [{ insertText: "return a + b", range: { start: at, end: at } }] };
   },
+  // A canned next edit: every other `count` becomes `total` (the rename the scenario starts), at the version asked.
+  "textDocument/copilotInlineEdit": ({ textDocument: { uri, version } }) => {
+    const doc = docs.get(uri);
+    if (!doc || doc.version !== version) return { edits: [] };
+    const command = { title: "Accept next edit", command: "dg.acceptNextEdit", arguments: [{ uri, version, documentOpen: 1, id: `stub-${version}` }] };
+    const edits = [];
+    doc.text.split("\n").forEach((line, i) => {
+      for (const m of line.matchAll(/\bcount\b/g)) {
+        const range = { start: { line: i, character: m.index }, end: { line: i, character: m.index + 5 } };
+        edits.push({ text: "total", range, textDocument: { uri, version }, command });
+      }
+    });
+    return { edits: /\btotal\b/.test(doc.text) ? edits : [] };
+  },
+  "textDocument/didShowInlineEdit": () => {},
   // Same shape as dg-lsp: plain Commands, "Rewrite selection" only for a non-empty range.
   "textDocument/codeAction": ({ textDocument, range }) => {
     const doc = { uri: textDocument.uri };
@@ -55,6 +73,7 @@ const handlers = {
     return actions;
   },
   "workspace/executeCommand": async ({ command, arguments: [args] }) => {
+    if (command === "dg.acceptNextEdit") return { accepted: true };
     // Like dg-lsp on a fim-format checkpoint (the shipped default): an instruction is refused, nothing edited.
     if (command === "dg.rewriteSelection" && typeof args.instruction === "string" && args.instruction.trim()) {
       const reason = "this model's prompt format (fim) cannot take an instruction; use a checkpoint with a chat template";

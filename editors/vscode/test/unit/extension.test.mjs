@@ -15,7 +15,7 @@ async function activate(config = {}, globalState = {}) {
   lc.__instances.length = 0;
   // The node binary stands in for a Python interpreter: it exists and is executable.
   Object.assign(S.config, { "dg.server.pythonPath": process.execPath }, config);
-  const context = { subscriptions: [], globalState: vscode.__memento(globalState) };
+  const context = { subscriptions: [], globalState: vscode.__memento(globalState), extensionUri: { fsPath: "/ext" } };
   const api = await ext.activate(context);
   return { api, context, client: lc.__instances.at(-1), item: S.statusItems[0] };
 }
@@ -68,6 +68,8 @@ test("a settings change sends didChangeConfiguration with settings.dg", async ()
   assert.deepEqual(client.notifications, [
     { method: "workspace/didChangeConfiguration", params: { settings: { dg: { debounceMs: 200 } } } },
   ]);
+  // The line the real-editor tests wait for before relying on a new setting.
+  assert.ok(S.outputs[0].lines.includes('info: settings sent to the server: {"debounceMs":200}'), S.outputs[0].lines.join("\n"));
 });
 
 test("changing dg.server.* restarts the server with the new command", async () => {
@@ -100,16 +102,16 @@ test("toggle gates the inline completion middleware, persists, and hides ghost t
   const { client, item, context } = await activate();
   client.notify("dg/status", { state: "ready", message: "", model: null, lastLatencyMs: null });
   const provide = client.clientOptions.middleware.provideInlineCompletionItems;
-  const doc = { languageId: "python" };
+  const doc = { languageId: "python", uri: { toString: () => "file:///w/a.py" }, version: 1 };
   const next = () => ["ITEM"];
-  assert.deepEqual(provide(doc, {}, {}, {}, next), ["ITEM"]);
+  assert.deepEqual(await provide(doc, {}, {}, {}, next), ["ITEM"]);
   await vscode.commands.executeCommand("dg.toggle");
-  assert.equal(provide(doc, {}, {}, {}, next), undefined);
+  assert.equal(await provide(doc, {}, {}, {}, next), undefined);
   assert.match(item.text, /Dg: off/);
   assert.equal(context.globalState.data["dg.inlineEnabled"], false);
   assert.ok(S.executed.some((e) => e.id === "editor.action.inlineSuggest.hide"));
   await vscode.commands.executeCommand("dg.toggle");
-  assert.deepEqual(provide(doc, {}, {}, {}, next), ["ITEM"]);
+  assert.deepEqual(await provide(doc, {}, {}, {}, next), ["ITEM"]);
   assert.match(item.text, /Dg: ready/);
 });
 
@@ -117,14 +119,15 @@ test("the toggle state survives a reload", async () => {
   const { client, item } = await activate({}, { "dg.inlineEnabled": false });
   client.notify("dg/status", { state: "ready", message: "", model: null, lastLatencyMs: null });
   assert.match(item.text, /Dg: off/);
-  assert.equal(client.clientOptions.middleware.provideInlineCompletionItems({ languageId: "c" }, {}, {}, {}, () => 1), undefined);
+  assert.equal(await client.clientOptions.middleware.provideInlineCompletionItems({ languageId: "c" }, {}, {}, {}, () => 1), undefined);
 });
 
 test("dg.languages limits which documents ask for inline completions", async () => {
   const { client } = await activate({ "dg.languages": ["rust"] });
   const provide = client.clientOptions.middleware.provideInlineCompletionItems;
-  assert.equal(provide({ languageId: "python" }, {}, {}, {}, () => 1), undefined);
-  assert.equal(provide({ languageId: "rust" }, {}, {}, {}, () => 1), 1);
+  const doc = (languageId) => ({ languageId, uri: { toString: () => "file:///w/a" }, version: 1 });
+  assert.equal(await provide(doc("python"), {}, {}, {}, () => 1), undefined);
+  assert.equal(await provide(doc("rust"), {}, {}, {}, () => 1), 1);
 });
 
 test("Dg: Rewrite Selection sends workspace/executeCommand dg.rewriteSelection for the selection", async () => {
@@ -267,7 +270,7 @@ test("a missing server command shows an error with 'Set the path' that opens the
   lc.__instances.length = 0;
   Object.assign(S.config, { "dg.server.command": "dg-lsp-that-does-not-exist" });
   S.messageChoice = "Set the path";
-  await ext.activate({ subscriptions: [], globalState: vscode.__memento() });
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento(), extensionUri: { fsPath: "/ext" } });
   await settle();
   assert.equal(lc.__instances.length, 0, "no client is started");
   const [msg] = S.messages;
@@ -283,7 +286,7 @@ test("a server that fails to start leaves an error state and a message", async (
   lc.__instances.length = 0;
   Object.assign(S.config, { "dg.server.pythonPath": process.execPath });
   lc.LanguageClient.nextStartError = new Error("exited with code 1");
-  await ext.activate({ subscriptions: [], globalState: vscode.__memento() });
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento(), extensionUri: { fsPath: "/ext" } });
   assert.match(S.statusItems[0].text, /Dg: error/);
   assert.match(S.messages[0].text, /failed to start: exited with code 1/);
 });

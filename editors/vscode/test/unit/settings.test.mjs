@@ -83,6 +83,12 @@ test("the package.json defaults give the server its own defaults", async () => {
     rewriteFromSelection: false,
     rewriteNoise: 0.5,
     crossFileTokens: null,
+    nextEdit: true,
+    nextEditDebounceMs: 400,
+    nextEditLinesAbove: 2,
+    nextEditLinesBelow: 8,
+    nextEditIndicatorOnly: false,
+    nextEditNoise: 0.5,
   });
   // Every server key has a contributed setting, and every contributed dg.* setting is either a server key
   // or a client-side dg.server.* key.

@@ -23,6 +23,7 @@ class LanguageClient {
     this.answer = async () => ({ applied: true, reason: null, latencyMs: 12 });
     this.startError = undefined;
     this.disposed = false;
+    this.initializeResult = { capabilities: { experimental: { dgNextEdit: true } } };
     instances.push(this);
   }
   onDidChangeState(fn) {
@@ -59,11 +60,11 @@ class LanguageClient {
     return this.running;
   }
   async sendRequest(type, params, token) {
-    this.requests.push({ method: type.method, params, token });
+    this.requests.push({ method: typeof type === "string" ? type : type.method, params, token });
     return this.answer(params, token);
   }
   async sendNotification(type, params) {
-    this.notifications.push({ method: type.method, params });
+    this.notifications.push({ method: typeof type === "string" ? type : type.method, params });
   }
   // test helpers
   setState(newState) {

@@ -20,6 +20,46 @@ class CancellationError extends Error {
   }
 }
 
+class Position {
+  constructor(line, character) {
+    Object.assign(this, { line, character });
+  }
+}
+
+class Range {
+  constructor(a, b, c, d) {
+    [this.start, this.end] = a instanceof Position ? [a, b] : [new Position(a, b), new Position(c, d)];
+  }
+}
+
+class CancellationTokenSource {
+  constructor() {
+    this.token = { isCancellationRequested: false, onCancellationRequested: () => ({ dispose() {} }) };
+  }
+  cancel() {
+    this.token.isCancellationRequested = true;
+  }
+  dispose() {}
+}
+
+class MarkdownString {
+  constructor(value = "", supportThemeIcons = false) {
+    Object.assign(this, { value, supportThemeIcons });
+  }
+  appendMarkdown(text) {
+    this.value += text;
+    return this;
+  }
+  appendCodeblock(code, language) {
+    this.value += `\n\`\`\`${language}\n${code}\n\`\`\`\n`;
+    return this;
+  }
+}
+
+const Uri = {
+  joinPath: (base, ...parts) => ({ fsPath: [base.fsPath, ...parts].join("/"), toString: () => [base.fsPath, ...parts].join("/") }),
+};
+
 class ThemeColor {
   constructor(id) {
     this.id = id;
@@ -43,6 +83,16 @@ function reset() {
   state.inputBoxes = [];
   // What the next showInputBox resolves to: a string (Enter) or undefined (Escape).
   state.inputBoxAnswer = undefined;
+  state.decorationTypes = [];
+  state.visibleTextEditors = [];
+  state.textDocuments = [];
+  state.contexts = {};
+  state.events = {
+    textChange: new EventEmitter(),
+    selection: new EventEmitter(),
+    activeEditor: new EventEmitter(),
+    close: new EventEmitter(),
+  };
 }
 reset();
 
@@ -77,6 +127,10 @@ const window = {
     const token = { isCancellationRequested: cancel, onCancellationRequested: () => ({ dispose() {} }) };
     return task({ report() {} }, token);
   },
+  setStatusBarMessage(text, timeout) {
+    state.messages.push({ level: "statusbar", text, items: [timeout] });
+    return { dispose() {} };
+  },
   showInputBox(options) {
     state.inputBoxes.push(options);
     return Promise.resolve(state.inputBoxAnswer);
@@ -84,6 +138,16 @@ const window = {
   get activeTextEditor() {
     return state.activeTextEditor;
   },
+  get visibleTextEditors() {
+    return state.visibleTextEditors;
+  },
+  createTextEditorDecorationType(options) {
+    const type = { options, disposed: false, dispose: () => (type.disposed = true) };
+    state.decorationTypes.push(type);
+    return type;
+  },
+  onDidChangeTextEditorSelection: (fn) => state.events.selection.event(fn),
+  onDidChangeActiveTextEditor: (fn) => state.events.activeEditor.event(fn),
 };
 
 const commands = {
@@ -94,6 +158,7 @@ const commands = {
   },
   executeCommand(id, ...args) {
     state.executed.push({ id, args });
+    if (id === "setContext") state.contexts[args[0]] = args[1];
     const fn = state.commands.get(id);
     return Promise.resolve(fn ? fn(...args) : undefined);
   },
@@ -109,6 +174,11 @@ const workspace = {
     };
   },
   onDidChangeConfiguration: (fn) => state.configEvents.event(fn),
+  onDidChangeTextDocument: (fn) => state.events.textChange.event(fn),
+  onDidCloseTextDocument: (fn) => state.events.close.event(fn),
+  get textDocuments() {
+    return state.textDocuments;
+  },
   get workspaceFolders() {
     return state.workspaceFolders;
   },
@@ -123,6 +193,64 @@ function setConfig(values) {
   });
 }
 
+/** A text editor on a document with `text`: edit() applies replacements (refused when the version moved, as VS
+ * Code does), records them, bumps the version and fires onDidChangeTextDocument. */
+function textEditor(uri, text, { languageId = "python", version = 1, cursor = [0, 0] } = {}) {
+  const document = {
+    uri: { toString: () => uri, fsPath: uri },
+    languageId,
+    version,
+    isClosed: false,
+    text,
+    getText(range) {
+      if (!range) return this.text;
+      return this.text.slice(offsetAt(this.text, range.start), offsetAt(this.text, range.end));
+    },
+    lineAt(line) {
+      const t = this.text.split("\n")[line];
+      return { text: t, range: new Range(line, 0, line, t.length) };
+    },
+  };
+  const editor = {
+    document,
+    selection: { active: new Position(...cursor) },
+    decorations: new Map(),
+    edits: [],
+    setDecorations(type, ranges) {
+      editor.decorations.set(type, ranges);
+    },
+    async edit(fn, options) {
+      const expected = document.version;
+      const ops = [];
+      fn({ replace: (range, newText) => ops.push({ range, newText }) });
+      await Promise.resolve();
+      if (document.version !== expected) return false;
+      editor.edits.push({ ops, options });
+      replaceText(document, ops);
+      return true;
+    },
+  };
+  return editor;
+}
+
+function offsetAt(text, pos) {
+  const lines = text.split("\n");
+  let off = 0;
+  for (let i = 0; i < pos.line; i++) off += lines[i].length + 1;
+  return off + pos.character;
+}
+
+/** Changes a document's text like the user would: version + 1 and onDidChangeTextDocument. */
+function replaceText(document, ops) {
+  let text = document.text;
+  for (const { range, newText } of [...ops].sort((a, b) => offsetAt(text, b.range.start) - offsetAt(text, a.range.start))) {
+    text = text.slice(0, offsetAt(text, range.start)) + newText + text.slice(offsetAt(text, range.end));
+  }
+  document.text = text;
+  document.version++;
+  state.events.textChange.fire({ document, contentChanges: ops });
+}
+
 function memento(initial = {}) {
   const data = { ...initial };
   return { data, get: (k, d) => (k in data ? data[k] : d), update: (k, v) => ((data[k] = v), Promise.resolve()) };
@@ -132,6 +260,12 @@ module.exports = {
   EventEmitter,
   CancellationError,
   ThemeColor,
+  Position,
+  Range,
+  CancellationTokenSource,
+  MarkdownString,
+  Uri,
+  OverviewRulerLane: { Left: 1, Center: 2, Right: 4, Full: 7 },
   StatusBarAlignment: { Left: 1, Right: 2 },
   ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
   window,
@@ -142,4 +276,6 @@ module.exports = {
   __reset: reset,
   __setConfig: setConfig,
   __memento: memento,
+  __textEditor: textEditor,
+  __replaceText: replaceText,
 };

@@ -1,0 +1,90 @@
+"""Fixtures for tests/nextedit: the real server over a raw pipe (tests/reliability's RawServer) on the tiny random
+checkpoint, on the shipped model, or on a scripted backend (scripted_server.py) whose "model" rewrites the window by
+fixed rules, so a test knows the proposal it should get."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.conftest import ROOT, RawServer, tiny_ckpt  # noqa: F401 -- tiny_ckpt: a fixture
+
+SCRIPTED = Path(__file__).with_name("scripted_server.py")
+
+
+class ScriptedServer(RawServer):
+    """RawServer on scripted_server.py: `rules` are (old, new) replacements the backend makes in the window."""
+
+    def __init__(self, rules: list[tuple[str, str]], confidence: float = 0.99, delay: float = 0.0,
+                 from_history: bool = False) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                                          if p))
+        cmd = [sys.executable, str(SCRIPTED), f"--confidence={confidence}", f"--delay={delay}",
+               *(["--from-history"] if from_history else []), *(f"{a}=>{b}" for a, b in rules)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env)
+        self.seen: list[dict] = []
+        self._arrived = threading.Condition()
+        self._cursor = 0
+        self.applied: list[dict] = []
+        self.versions: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._write = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+
+@pytest.fixture
+def servers() -> Any:
+    """`servers.raw(model, options)` / `servers.scripted(rules, options)`: fresh servers, closed after the test."""
+    started: list[RawServer] = []
+
+    class Start:
+        @staticmethod
+        def raw(model: Path | None = None, options: dict | None = None) -> RawServer:
+            from dg_lsp.backends.checkpoint import default_model_dir
+
+            srv = RawServer(model or default_model_dir())
+            started.append(srv)
+            srv.init_result = srv.initialize(options)
+            return srv
+
+        @staticmethod
+        def scripted(rules: list[tuple[str, str]], options: dict | None = None, confidence: float = 0.99,
+                     delay: float = 0.0, from_history: bool = False) -> ScriptedServer:
+            srv = ScriptedServer(rules, confidence, delay, from_history)
+            started.append(srv)
+            srv.init_result = srv.initialize(options)
+            return srv
+
+    yield Start
+    for srv in started:
+        srv.close()
+
+
+def ask(srv: RawServer, uri: str, line: int, character: int, version: int | None = None) -> tuple[int, dict]:
+    """A copilotInlineEdit request (not sent) at (line, character) for `version` (default: the current one)."""
+    doc = {"uri": uri, "version": srv.versions[uri] if version is None else version}
+    return srv.request("textDocument/copilotInlineEdit", {"textDocument": doc, "position": {
+        "line": line, "character": character}, "context": {"triggerKind": 2}})
+
+
+def apply(text: str, edits: list[dict]) -> str:
+    """The text with the proposal's edits applied (ASCII text, one line per \\n)."""
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+
+    def off(p: dict) -> int:
+        return starts[p["line"]] + p["character"]
+
+    for e in sorted(edits, key=lambda e: off(e["range"]["start"]), reverse=True):
+        text = text[:off(e["range"]["start"])] + e["text"] + text[off(e["range"]["end"]):]
+    return text
