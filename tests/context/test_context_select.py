@@ -156,6 +156,7 @@ class ChatFmt:
 
     name = "chat"
     canvas_lengths = (16, 32, 64)
+    canvas_headroom = 0  # engine.seam.PromptFormat: no extra canvas tokens
     max_context_tokens = None
     seen: list[HoleInfo] = []
 
