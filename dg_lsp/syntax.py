@@ -25,7 +25,7 @@ import warnings
 import tree_sitter
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, leading_ws
+from dg_lsp.holes import Hole, ancestors, leading_ws
 from dg_lsp.languages import language, parse_until, parser
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
@@ -91,16 +91,13 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
     start, end, indent = hole_line, hole.end, ""
     if snap.tree is not None and snap.spec is not None:
         b_lo, b_hi = snap.byte_offset(hole_line), snap.byte_offset(hole.end)
-        node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
-        chain = []
-        while node is not None and node.parent is not None:
-            chain.append(node)
-            node = node.parent
+        root = snap.tree.root_node
+        chain = ancestors(root, root.descendant_for_byte_range(b_lo, b_hi))[:-1]  # the root's children and below
         for node in reversed(chain):  # outermost first
             n_lines = node.end_point[0] - node.start_point[0] + 1
             if n_lines > WINDOW_MAX_LINES:
                 continue
-            if node.parent.parent is None or node.type in snap.spec.scopes:
+            if node == chain[-1] or node.type in snap.spec.scopes:  # chain[-1]: a top-level node
                 s_off, e_off = snap.span(node)
                 s_off = snap.line_start(s_off)
                 if s_off <= hole_line and e_off >= hole.end:
