@@ -283,6 +283,18 @@ class DgProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any):
+        """pygls' shutdown, but it cancels the pending requests from a copy of `_request_futures`: cancelling a
+        request's (concurrent) future runs its done callback at once, which removes it from that dict, and pygls'
+        loop over the dict itself then raised; shutdown answered an error and `exit` ended the server with 1."""
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        for msg_id, future in list(self._request_futures.items()):  # msg_id: the shutdown's own is kept
+            if msg_id != self.msg_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
         if (handler := self.fm.commands.get(params.command)) is None:

@@ -1,0 +1,29 @@
+"""Shutting down with work in flight (issue 21: `bench.reliability` counted a crash at a server's shutdown).
+
+`shutdown` cancels the requests still pending. pygls did that while iterating over its dict of pending futures, and
+cancelling a command's future runs its done callback at once, which removes it from that dict: the loop raised
+"dictionary changed size during iteration", `shutdown` answered an internal error, and `exit` then ended the
+server with code 1 (a crash, for an editor and for the bench). It happened whenever a dg.fillHole was pending (here:
+waiting for the client's answer to its applyEdit)."""
+
+from __future__ import annotations
+
+from .conftest import pos
+
+TEXT = "import os\n\ndef add(a, b):\n    return \n\nprint(add(1, 2))\n"
+
+
+def test_shutdown_while_a_fill_waits_for_its_apply_edit_answers_and_exit_ends_with_code_0(start_server):
+    srv = start_server({"steps": 4, "debounceMs": 0, "minConfidence": 0})
+    srv._answer = lambda msg: None  # never answer the server's requests: the command waits on its applyEdit
+    uri = "file:///pending.txt"
+    srv.open(uri, TEXT)  # plain text: no syntax gate to drop the tiny model's random fill
+    msg_id, request = srv.request("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
+        {"textDocument": {"uri": uri}, "position": pos(3, 11)}]})
+    srv.send(request)
+    srv.until(lambda m: m.get("method") == "workspace/applyEdit")
+    shut = srv.call("shutdown", None)
+    assert "error" not in shut and shut["result"] is None, shut
+    assert "error" in srv.response(msg_id)  # the pending command is answered (cancelled), once
+    srv.send(srv.notification("exit", None))
+    assert srv.proc.wait(20) == 0
