@@ -4,9 +4,15 @@
 cancelling a command's future runs its done callback at once, which removes it from that dict: the loop raised
 "dictionary changed size during iteration", `shutdown` answered an internal error, and `exit` then ended the
 server with code 1 (a crash, for an editor and for the bench). It happened whenever a dg.fillHole was pending (here:
-waiting for the client's answer to its applyEdit)."""
+waiting for the client's answer to its applyEdit). And once `exit` has closed stdout, a message that cannot be
+written is dropped or logged, never reported with another message."""
 
 from __future__ import annotations
+
+import io
+
+from dg_lsp.server import build_server
+from dg_lsp.stdio import TimedWriter
 
 from .conftest import pos
 
@@ -27,3 +33,39 @@ def test_shutdown_while_a_fill_waits_for_its_apply_edit_answers_and_exit_ends_wi
     assert "error" in srv.response(msg_id)  # the pending command is answered (cancelled), once
     srv.send(srv.notification("exit", None))
     assert srv.proc.wait(20) == 0
+
+
+
+class FailingWriter:
+    """A writer whose every write fails as pygls' stdout writer does once `exit` has closed stdout."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        raise ValueError("I/O operation on closed file")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_message_that_cannot_be_written_is_logged_not_reported_by_another_message():
+    """After `exit` closed stdout, a command cancelled by it still sent its progress end as it unwound. pygls
+    reports a failed write with a message to the client (window/showMessage), whose write failed too, and so on:
+    an unbounded recursion of ever longer tracebacks that kept the process alive for seconds (the bench killed
+    it). One failed write is now one log line."""
+    server = build_server()
+    writer = FailingWriter()
+    server.protocol.set_writer(writer)
+    server.protocol.notify("dg/status", {"state": "ready", "message": "", "model": None, "lastLatencyMs": None})
+    assert writer.writes == 1
+
+
+def test_after_the_stream_is_closed_writes_are_dropped():
+    stream = io.BytesIO()
+    writer = TimedWriter(stream)
+    writer.write(b"kept")
+    assert stream.getvalue() == b"kept"
+    writer.close()
+    writer.write(b"dropped")  # no error: the client has stopped reading
