@@ -17,8 +17,8 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd() != os.p
     del sys.path[0]
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402

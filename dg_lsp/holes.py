@@ -25,6 +25,7 @@ may replace.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -273,7 +274,7 @@ def _unfinished(snap: Snapshot, last: int) -> bool:
         return True
     root = snap.tree.root_node
     chain = ancestors(root, leaf)
-    for node, parent in zip(chain, chain[1:]):
+    for node, parent in itertools.pairwise(chain):
         if node.type == "ERROR" or node.is_missing:
             return True
         if node.type in spec.statements or parent.type in spec.blocks or parent == root:
