@@ -25,7 +25,9 @@ documents opened and closed, big prompts to the service. Prints a table, then on
 
 Fixed seed; `--quick` runs fewer and smaller cases (for a smoke test: one encoding fuzzed, one 1 MB document, one
 long token, one race of each kind, 10 documents of 20 KB, prompts of 300,000 characters: over the token limit, so
-each is tokenized whole and answered 413). Run:
+each is tokenized whole and answered 413) on two servers instead of six (fuzz on the malformed phase's server, big
+documents and open/close rounds on the fill phases' one: a server's start is ~3.7 CPU-s, most of this mode's cost),
+so its RSS figures are not the measurement's either. Run:
 python -m bench.reliability
 """
 
@@ -83,11 +85,13 @@ def run_malformed(server: RawServer, tally: Tally, count: int) -> int:
     return sum(sent.values())
 
 
-def run_fuzz(tally: Tally, edits_per_encoding: int, encodings: tuple[str, ...] = ENCODINGS) -> tuple[int, int]:
+def run_fuzz(tally: Tally, edits_per_encoding: int, encodings: tuple[str, ...] = ENCODINGS,
+             shared: RawServer | None = None) -> tuple[int, int]:
+    """Fuzzed edits on a fresh server per encoding (or, with `shared`, on that one, in its encoding: --quick)."""
     rng = random.Random(SEED)
     sent = diverged = 0
     for encoding in encodings:
-        server = start(encoding)
+        server = start(encoding) if shared is None else shared
         uri, version = f"file:///fuzz-{encoding}.py", 1
         fuzz = EditFuzzer(rng, encoding)
         server.open(uri, fuzz.text)
@@ -110,7 +114,8 @@ def run_fuzz(tally: Tally, edits_per_encoding: int, encodings: tuple[str, ...] =
                 server.open(uri, fuzz.text, version=version)
         tally.row("fuzz", f"{encoding}: edits / checks that diverged", f"{done} / {bad}")
         sent, diverged = sent + done, diverged + bad
-        tally.ended(server)
+        if shared is None:
+            tally.ended(server)
     return sent, diverged
 
 
@@ -168,10 +173,12 @@ def big_texts(size: int) -> list[tuple[str, str, dict[str, int]]]:
             ("many lines", many, {"line": many.count("\n") // 2, "character": len(line)})]
 
 
-def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: float) -> tuple[float, float]:
-    """On a fresh server: small requests on another document while an inline completion and a fill run on a
-    big one; then the big document closed. The longest wait (ms) and the RSS growth (MB)."""
-    server = start(options=FILL_OPTIONS)
+def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: float,
+            shared: RawServer | None = None) -> tuple[float, float]:
+    """On a fresh server (or `shared`, started with FILL_OPTIONS: --quick): small requests on another document while
+    an inline completion and a fill run on a big one; then the big document closed. The longest wait (ms) and the
+    RSS growth (MB)."""
+    server = start(options=FILL_OPTIONS) if shared is None else shared
     small = "file:///small.py"
     server.open(small, DOC_TEXT)
     server.wait_ready()
@@ -208,7 +215,8 @@ def run_big(shape: str, text: str, mid: dict[str, int], tally: Tally, settle_s: 
     growth = server.rss_mb() - rss0
     tally.row("big", f"{shape}: RSS before / growth after closing (MB)",
               f"{rss0:.0f} / {growth:.1f}" + (" (server still busy, close not yet read)" if busy else ""))
-    tally.ended(server)
+    if shared is None:
+        tally.ended(server)
     return longest, growth
 
 
@@ -229,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases: a smoke test, not the measurement")
     args = ap.parse_args(argv)
     if args.quick:
-        malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-8",), big_texts(QUICK_BIG_BYTES)[:1]
+        malformed_n, fuzz_n, trials, encodings, bigs = 120, 60, 1, ("utf-16",), big_texts(QUICK_BIG_BYTES)[:1]
         long_cases, rounds, chars, settle = [(LANGS[0], "comment")], (1, 10, 20_000), 300_000, 1.5
     else:
         malformed_n, fuzz_n, trials, encodings, bigs = 1100, 400, 3, ENCODINGS, big_texts(BIG_BYTES)
@@ -237,12 +245,15 @@ def main(argv: list[str] | None = None) -> dict:
         rounds, chars, settle = (3, 200, 200_000), 1_000_000, SETTLE_S
     tally = Tally()
     laps = [time.monotonic()]
-    server = start()
+    server = start()  # utf-16
     malformed = run_malformed(server, tally, malformed_n)
-    tally.ended(server)
+    if not args.quick:
+        tally.ended(server)
     mark = tally.phase_end("malformed", 0)
     laps.append(time.monotonic())
-    fuzz_sent, divergences = run_fuzz(tally, fuzz_n, encodings)
+    fuzz_sent, divergences = run_fuzz(tally, fuzz_n, encodings, server if args.quick and server.alive() else None)
+    if args.quick:
+        tally.ended(server)
     mark = tally.phase_end("fuzz", mark)
     laps.append(time.monotonic())
     server = start(options=FILL_OPTIONS)
@@ -254,14 +265,17 @@ def main(argv: list[str] | None = None) -> dict:
     wrong_document = run_reopen_races(server, tally, trials)
     mark = tally.phase_end("reopen", mark)
     laps.append(time.monotonic())
-    run_long_tokens(server, tally, long_cases, SEED)  # last on this server: it may not survive
+    run_long_tokens(server, tally, long_cases, SEED, keep=args.quick)  # last on this server but with --quick
+    shared = server if args.quick and server.alive() else None
     mark = tally.phase_end("long token", mark)
     laps.append(time.monotonic())
-    blocks, growths = zip(*(run_big(*big, tally, settle) for big in bigs), strict=True)
+    blocks, growths = zip(*(run_big(*big, tally, settle, shared) for big in bigs), strict=True)
     max_block, growth = max(blocks), max(growths)
     mark = tally.phase_end("big", mark)
     laps.append(time.monotonic())
-    after_close = run_open_close(tally, *rounds, settle)
+    after_close = run_open_close(tally, *rounds, settle, shared)
+    if shared is not None:
+        tally.ended(shared)
     mark = tally.phase_end("open/close", mark)
     laps.append(time.monotonic())
     health_ms = run_service_loop(tally, chars)

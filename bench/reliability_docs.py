@@ -73,10 +73,11 @@ def long_token_doc(lang: Lang, shape: str, n: int, rng: random.Random) -> tuple[
     return text, {"line": lang.head.count("\n"), "character": len(head)}
 
 
-def run_long_tokens(server: RawServer | None, tally: Tally, cases: list[tuple[Lang, str]], seed: int) -> int:
-    """Each case on `server` (a ready server with debounce 0, ended here), or on a fresh one after a crash. Returns
-    how many times the server died."""
-    rng = random.Random(seed)
+def run_long_tokens(server: RawServer | None, tally: Tally, cases: list[tuple[Lang, str]], seed: int,
+                    keep: bool = False) -> int:
+    """Each case on `server` (a ready server with debounce 0, ended here unless `keep` and it survived), or on a
+    fresh one after a crash. Returns how many times the server died."""
+    given, rng = server, random.Random(seed)
     answered, dead = 0, []
     for k, (lang, shape) in enumerate(cases):
         if server is None:
@@ -95,7 +96,7 @@ def run_long_tokens(server: RawServer | None, tally: Tally, cases: list[tuple[La
             server = None
             continue
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    if server is not None:
+    if server is not None and not (keep and server is given):
         tally.ended(server)
     tally.row("long token", f"{len(cases)} inline requests before a 6-10k char token: answered / server died",
               f"{answered} / {len(dead)}")
@@ -174,10 +175,12 @@ def big_doc(i: int, size: int) -> str:
     return "".join(parts)
 
 
-def run_open_close(tally: Tally, rounds: int, docs: int, size: int, settle_s: float) -> float:
+def run_open_close(tally: Tally, rounds: int, docs: int, size: int, settle_s: float,
+                   shared: RawServer | None = None) -> float:
     """Rounds of `docs` documents of `size` bytes, opened (with a short pause, as a branch switch opens them), then
-    closed. Returns the largest VmRSS above the baseline after a round (MB)."""
-    server = start()
+    closed, on a fresh server (or `shared`, not ended here: --quick). Returns the largest VmRSS above the baseline
+    after a round (MB)."""
+    server = start() if shared is None else shared
     server.open("file:///baseline.py", "x = 1\n")
     server.wait_ready()
     time.sleep(settle_s)
@@ -199,5 +202,6 @@ def run_open_close(tally: Tally, rounds: int, docs: int, size: int, settle_s: fl
         growth.append(server.rss_mb() - base)
         tally.row("open/close", f"round {r + 1}: {docs} x {size // 1000} KB: RSS when open / after closing, above "
                   f"baseline {base:.0f} MB", f"{peak - base:.0f} / {growth[-1]:.0f}")
-    tally.ended(server)
+    if shared is None:
+        tally.ended(server)
     return max(growth, default=float("nan"))

@@ -18,9 +18,11 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd() != os.p
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 from dg_lsp.memory import use_system_allocator  # noqa: E402
 from dg_lsp.sched import short_slice  # noqa: E402
@@ -116,7 +118,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from dg_lsp.stdio import serve_stdio
 
-    return serve_stdio(build_server(default_model=args.model))
+    server = build_server(default_model=args.model)
+    return leave(server.worker, serve_stdio(server))
+
+
+ENGINE_STOP_S = 5.0
+
+
+def leave(worker: Any, code: int) -> int:
+    """`code`, once the engine thread has ended; if it does not within ENGINE_STOP_S, the process ends at once.
+
+    The thread is a daemon, and one still inside torch when the interpreter finalizes is ended by pthread_exit as it
+    takes the GIL back, in torch's C++ frames: "terminate called without an active exception", SIGABRT (the native
+    crash bench.reliability counted at a server's shutdown; `exit` right after `shutdown` with a fill running did it
+    every time). A cancelled job stops within one step; a model load does not stop, so then the process leaves
+    without finalizing (os._exit, after flushing what it wrote)."""
+    worker.shutdown()  # again after the `shutdown` request: harmless; the first when the client just went away
+    if worker.wait_stopped(ENGINE_STOP_S):
+        return code
+    logging.getLogger(__name__).warning("the engine thread is still busy after %.0f s: exiting without cleanup",
+                                        ENGINE_STOP_S)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(ValueError, OSError):  # pygls closed stdout on `exit`
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ may replace.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,18 @@ def _blank(text: str, start: int, end: int) -> bool:
 def _last_child(node: tree_sitter.Node) -> tree_sitter.Node | None:
     """`node.children[-1]` without building the list (a long array literal has thousands of children)."""
     return node.child(node.child_count - 1) if node.child_count else None
+
+
+def ancestors(root: tree_sitter.Node, node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """[node, its parent, ..., root]: the nodes following `Node.parent` from `node` visits, in one walk down from
+    `root`. tree-sitter keeps no parent links: `Node.parent` walks down from the root on every call, so following it
+    up a chain d deep costs d² steps (seconds for `a+b+...` nested 5,000 deep: a long base64 line in Rust)."""
+    chain = [root]
+    while chain[-1] != node and (child := chain[-1].child_with_descendant(node)) is not None:
+        chain.append(child)
+    if chain[-1] != node:  # not below root (cannot happen for a node of root's tree): `parent` stops there too
+        chain.append(node)
+    return chain[::-1]
 
 
 @dataclass(frozen=True)
@@ -130,12 +143,11 @@ def _leaf_at(snap: Snapshot, offset: int) -> tree_sitter.Node:
 def _in_opaque(snap: Snapshot, offset: int) -> bool:
     """Is the cursor inside a string or comment (a line comment's end counts as inside)?"""
     b = snap.byte_offset(offset)
-    node = snap.tree.root_node.descendant_for_byte_range(max(b - 1, 0), b)
-    while node is not None:
+    root = snap.tree.root_node
+    for node in ancestors(root, root.descendant_for_byte_range(max(b - 1, 0), b)):
         if node.type in snap.spec.opaque:
             inside_end = b <= node.end_byte if "comment" in node.type else b < node.end_byte
             return node.start_byte < b and inside_end
-        node = node.parent
     return False
 
 
@@ -150,12 +162,12 @@ def _block_opener(snap: Snapshot, header_end: int) -> tree_sitter.Node | None:
         if ch != ":":
             return None
         tok = _leaf_at(snap, last)
-        parent = tok.parent
         # A `:` ending a line opens a block unless it sits in a dict/lambda/slice/annotation inside brackets.
-        while parent is not None and parent.type not in spec.statements and parent.type != "ERROR":
+        for parent in ancestors(snap.tree.root_node, tok)[1:]:
+            if parent.type in spec.statements or parent.type == "ERROR":
+                break
             if parent.type in spec.brackets:
                 return None
-            parent = parent.parent
         return tok
     if ch != "{":
         return None
@@ -230,8 +242,8 @@ def _block_hole(snap: Snapshot, offset: int, line_start: int, line_end: int, bla
 def _bracket_hole(snap: Snapshot, offset: int, line_start: int, line_end: int) -> Hole | None:
     spec, text = snap.spec, snap.text
     b = snap.byte_offset(offset)
-    node = snap.tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None:
+    root = snap.tree.root_node
+    for node in ancestors(root, root.descendant_for_byte_range(b, b)):
         if node.type in spec.blocks:
             return None
         if node.child_count >= 2:
@@ -249,7 +261,6 @@ def _bracket_hole(snap: Snapshot, offset: int, line_start: int, line_end: int) -
                 if close <= line_end:
                     return _make(snap, "bracket_expr", offset, close, indent, 1)
                 return _make(snap, "bracket_expr", offset, line_end, indent, BRACKET_MAX_LINES)
-        node = node.parent
     return None
 
 
@@ -261,15 +272,14 @@ def _unfinished(snap: Snapshot, last: int) -> bool:
         return True
     if not leaf.is_named and leaf.type not in _CLOSING_TOKENS and leaf.type not in _COMPLETE_KEYWORDS:
         return True
-    node = leaf
     root = snap.tree.root_node
-    while node.parent is not None:
+    chain = ancestors(root, leaf)
+    for node, parent in itertools.pairwise(chain):
         if node.type == "ERROR" or node.is_missing:
             return True
-        if node.type in spec.statements or node.parent.type in spec.blocks or node.parent == root:
+        if node.type in spec.statements or parent.type in spec.blocks or parent == root:
             return node.has_error
-        node = node.parent
-    return node.has_error
+    return chain[-1].has_error
 
 
 def _fallback_hole(snap: Snapshot, offset: int, line_end: int) -> Hole:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from dg_lsp.context.layout import Snippet, chat_related, fim_ids
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole
+from dg_lsp.holes import Hole, ancestors
 from engine.seam import HoleInfo, PromptFormat
 
 Encode = Callable[[str], list[int]]
@@ -125,8 +125,8 @@ def _enclosing(snap: Snapshot, offset: int) -> list[tuple[int, int]]:
         return []
     text, out = snap.text, []
     b = snap.byte_offset(offset)
-    node = snap.tree.root_node.descendant_for_byte_range(max(b - 1, 0), b)
-    while node is not None:
+    root = snap.tree.root_node
+    for node in ancestors(root, root.descendant_for_byte_range(max(b - 1, 0), b)):
         if node.type in snap.spec.scopes and node.start_byte < b:
             start = snap.line_start(snap.char_offset(node.start_byte))
             body = node.child_by_field_name("body")
@@ -139,7 +139,6 @@ def _enclosing(snap: Snapshot, offset: int) -> list[tuple[int, int]]:
             nl = text.find("\n", head_end)
             header_end = len(text) if nl < 0 else nl + 1
             out.append((start, min(header_end, offset)))
-        node = node.parent
     return out
 
 

@@ -21,16 +21,11 @@ Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's
 - Internal errors: pygls answers a handler's exception with its text and traceback, and shows a notification
   handler's exception to the user; both can carry server paths. The client gets a short message instead; the
   traceback goes to the log (stderr).
-- Answers: a handler may return a JSON-ready dict, which is written as it is. pygls' generic serializer (cattrs
-  over attrs classes) took ~0.15 ms for an inline answer when its code was not in the CPU's caches, which is the
-  case after an engine run; a dict takes ~0.03 ms.
-- The keystroke's path (two messages in, one answer and a dg/status out, every keystroke): didChange and
-  inlineCompletion params in the usual shape are built by hand (dg_lsp.fastparams), not by cattrs; a message's
-  kind (request, notification, response) comes from a table by class instead of pygls' isinstance checks against
-  runtime-checkable Protocols (0.05-0.08 ms each); a generator handler's async work runs as one task that also
-  writes the answer (pygls wrapped it in a second future, filed it in `_request_futures` under a fresh uuid4 that
-  nothing removed, one finished task kept per request for the session's life, and wrote the answer one loop
-  iteration later); a notification whose params are a dict (dg/status, dg/draft) is written without cattrs.
+- Answers: a handler may return a JSON-ready dict, written as it is (pygls' cattrs serializer is slow when cold).
+- The keystroke's path: didChange and inlineCompletion params are built by hand (dg_lsp.fastparams), a message's
+  kind comes from a table by class, a generator handler's async work runs as one task that also writes the answer
+  (pygls filed a second future per request that nothing removed), and dict params of our notifications (dg/status,
+  dg/draft) are written without cattrs.
 - Timing: the arrival of each message (`received_at`: from the stdio reader when it has one, see
   dg_lsp.stdio) and a hook once a response is written, so the server can report its own per-keystroke time and
   send a request's dg/status after its answer, not before it.
@@ -292,6 +287,18 @@ class DgProtocol(LanguageServerProtocol):
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any):
+        """pygls' shutdown, but it cancels the pending requests from a copy of `_request_futures`: cancelling a
+        request's (concurrent) future runs its done callback at once, which removes it from that dict, and pygls'
+        loop over the dict itself then raised; shutdown answered an error and `exit` ended the server with 1."""
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        for msg_id, future in list(self._request_futures.items()):  # msg_id: the shutdown's own is kept
+            if msg_id != self.msg_id and not future.done():
+                future.cancel()
+        self._shutdown = True
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):

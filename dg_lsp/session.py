@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from dg_lsp.backends.factory import build_backend
@@ -165,6 +165,12 @@ class DgServer(LanguageServer):
         serve_stdio(self, stdin, stdout)  # the loop reads stdin (pygls reads it through a thread pool)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls' _send_data reports its own failure to write (source JsonRpcInternalError) with a message to the
+        # client, whose write fails the same way, and so on: unbounded recursion, seconds of ever longer tracebacks
+        # in the log after `exit` had closed stdout (the process outlived its client's wait). Only logged here.
+        if source is JsonRpcInternalError:
+            log.error("a message to the client could not be written: %s", error)
+            return
         if isinstance(self.protocol, DgProtocol) and self.protocol.send_parse_error(error):
             return
         super().report_server_error(error, source)

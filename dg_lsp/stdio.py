@@ -100,11 +100,16 @@ async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
 
 
 class TimedWriter(StdoutWriter):
-    """pygls' stdout writer that notes when each write handed its bytes to the OS (`handed_at`, see above)."""
+    """pygls' stdout writer that notes when each write handed its bytes to the OS (`handed_at`, see above). Once
+    closed (pygls closes it on `exit`), writes are dropped: work cancelled by the exit (a command's progress end)
+    still sends as it unwinds, and the client has stopped reading."""
 
     handed_at = 0.0
 
     def write(self, data: bytes) -> None:
+        if self._stdout.closed:
+            log.debug("dropped %d bytes written after the stream was closed", len(data))
+            return
         t0, cpu0 = time.perf_counter(), time.thread_time()
         super().write(data)
         wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0

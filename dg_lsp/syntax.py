@@ -27,7 +27,7 @@ import warnings
 import tree_sitter
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, leading_ws
+from dg_lsp.holes import Hole, ancestors, leading_ws
 from dg_lsp.languages import language, parse_until, parser
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
@@ -104,16 +104,13 @@ def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
         # from the line's first code character: its indent belongs to the enclosing block, not to a method on the line
         lo = hole_line + len(leading_ws(text[hole_line:min(hole.start, hole_line + WINDOW_MAX_CHARS)]))
         b_lo, b_hi = snap.byte_offset(lo), snap.byte_offset(hole.end)
-        node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
-        chain = []
-        while node is not None and node.parent is not None:
-            chain.append(node)
-            node = node.parent
+        root = snap.tree.root_node
+        chain = ancestors(root, root.descendant_for_byte_range(b_lo, b_hi))[:-1]  # the root's children and below
         for node in reversed(chain):  # outermost first
             n_lines = node.end_point[0] - node.start_point[0] + 1
             if n_lines > WINDOW_MAX_LINES:
                 continue
-            if node.parent.parent is None or node.type in snap.spec.scopes:
+            if node == chain[-1] or node.type in snap.spec.scopes:  # chain[-1]: a top-level node
                 s_off, e_off = snap.span(node)
                 s_off = snap.line_start(s_off)
                 if s_off <= hole_line and e_off >= hole.end:
@@ -137,10 +134,11 @@ def statement_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str] | None:
     if snap.tree is None or snap.spec is None:
         return None
     kinds = snap.spec.statements | snap.spec.scopes
-    node = snap.tree.root_node.descendant_for_byte_range(snap.byte_offset(hole.start), snap.byte_offset(hole.end))
-    while node is not None and node.parent is not None and not (node.type in kinds or node.parent.parent is None):
-        node = node.parent
-    if node is None or node.parent is None:
+    root = snap.tree.root_node
+    chain = ancestors(root, root.descendant_for_byte_range(snap.byte_offset(hole.start), snap.byte_offset(hole.end)))
+    # the innermost statement or scope, else the top-level node (chain[-2]: the root's child) around the hole
+    node = next((n for i, n in enumerate(chain[:-1]) if n.type in kinds or i == len(chain) - 2), None)
+    if node is None:
         return None  # the hole is between top-level statements: the window holds what a fill there can break
     s_off, e_off = snap.span(node)
     start, end = snap.line_start(s_off), snap.line_end(e_off)

@@ -215,6 +215,11 @@ class Worker:
             t.cancel("shutdown")
         self._thread.shutdown()
 
+    def wait_stopped(self, timeout_s: float) -> bool:
+        """After `shutdown`: wait up to `timeout_s` for the engine thread to end (a cancelled job stops within one
+        step; a model load runs to its end). True once it has ended, or never started."""
+        return self._thread.join(timeout_s)
+
 
 @dataclass(frozen=True)
 class Submitted:
@@ -251,6 +256,12 @@ class EngineThread:
         """Stop after the call running now; calls still queued are answered with an error, not run."""
         self._closed = True
         self._queue.put(None)
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the thread to end; True when it has (or never started)."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _serve(self) -> None:
         short_slice()  # woken for each job: see dg_lsp.sched

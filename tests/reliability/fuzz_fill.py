@@ -9,6 +9,10 @@ build the LSP items. A Python exception is a failure (hypothesis shrinks it); a 
 which is why it runs apart: `test_fuzz_fill.py` starts it, reads its last line (JSON), and on a crash reads the file
 where each example was written before it ran.
 
+Cost: 7-17 ms of CPU per example (about 2 ms of it hypothesis' drawing: one draw per piece of text, see `piece`),
+most of the rest tree-sitter parsing documents of garbage; long pieces are `n` characters (not `n` repetitions of a
+pattern: 6,000 lines of `x = 1` cost a Rust parse 280 ms).
+
 `python -m tests.reliability.fuzz_fill LANGUAGE EXAMPLES SEED CURRENT_FILE`
 """
 
@@ -63,18 +67,31 @@ SNIPPETS = {
             "std::vector<int> v{1, 2};\n", "R\"(raw)\"", "class A : public B {\npublic:\n    A() = default;\n};\n",
             "auto l = [&](int x) { return x; };\n"],
 }
-# Long tokens (identifiers, strings, comments, base64, whitespace) and long runs of lines. Deep bracket runs come
-# from "nest" (thousands of unclosed brackets make tree-sitter's error recovery slow, not unsafe).
+# Long tokens (identifiers, strings, comments, base64, whitespace) and long runs of lines, `n` characters of a repeated
+# pattern. Deep bracket runs come from "nest" (thousands of unclosed brackets make tree-sitter's error recovery slow,
+# not unsafe).
 LONG_CHARS = ["a", "é", "😀", " ", "'", "\n", "x = 1\n", "Zm9v+/="]
+NEST_OPENERS = ["(", "[", "{", "{\n", "(\n    "]
+NEST_DEPTHS = 80
 
 
-def pieces(key: str, long_sizes: tuple[int, ...] = (300, 4_100, 6_000)) -> st.SearchStrategy:
-    """A document as a list of pieces: short text, or ("long", chars, n) = chars * n (kept symbolic so that an
-    example prints small), or ("nest", opener, depth)."""
-    short = st.sampled_from(COMMON + SNIPPETS[key])
-    long = st.tuples(st.just("long"), st.sampled_from(LONG_CHARS), st.sampled_from(long_sizes))
-    nest = st.tuples(st.just("nest"), st.sampled_from(["(", "[", "{", "{\n", "(\n    "]), st.integers(1, 80))
-    return st.lists(st.one_of(*[short] * 8, long, nest), max_size=12)
+def piece(short: list[str], long_sizes: tuple[int, ...], v: int) -> str | tuple:
+    """One piece from one drawn integer (hypothesis draws one number per piece, not a choice and then its fields: a
+    draw costs ~0.1 ms, more than most examples' own work): 8 in 10 short text, 1 in 10 ("long", chars, n) =
+    `n` characters of `chars` repeated, 1 in 10 ("nest", opener, depth) = opener * depth. 0 is the simplest, "(",
+    where hypothesis shrinks to."""
+    kind, i = v % 10, v // 10
+    if kind < 8:
+        return short[i % len(short)]
+    if kind == 8:
+        return "long", LONG_CHARS[i % len(LONG_CHARS)], long_sizes[i // len(LONG_CHARS) % len(long_sizes)]
+    return "nest", NEST_OPENERS[i % len(NEST_OPENERS)], 1 + i // len(NEST_OPENERS) % NEST_DEPTHS
+
+
+def pieces(key: str, long_sizes: tuple[int, ...] = (300, 4_100, 6_000), max_size: int = 12) -> st.SearchStrategy:
+    """A document as a list of pieces (see `piece`; kept symbolic so that an example prints small)."""
+    short = COMMON + SNIPPETS[key]
+    return st.lists(st.integers(0, 1 << 16).map(lambda v: piece(short, long_sizes, v)), max_size=max_size)
 
 
 def build(parts: list) -> str:
@@ -82,6 +99,9 @@ def build(parts: list) -> str:
     for p in parts:
         if isinstance(p, str):
             out.append(p)
+        elif p[0] == "long":
+            chars, n = p[1], p[2]
+            out.append((chars * -(-n // len(chars)))[:n])
         else:
             out.append(p[1] * p[2])
     return "".join(out)
@@ -89,7 +109,7 @@ def build(parts: list) -> str:
 
 def example(key: str) -> st.SearchStrategy:
     frac = st.floats(0, 1)
-    edit = st.tuples(frac, frac, pieces(key).map(lambda ps: ps[:3]), st.sampled_from(ENCODINGS))
+    edit = st.tuples(frac, frac, pieces(key, max_size=3), st.sampled_from(ENCODINGS))
     return st.fixed_dictionaries({
         "language_id": st.sampled_from(sorted(i for i, k in LANGUAGE_IDS.items() if k == key)),
         "text": pieces(key),
@@ -101,7 +121,7 @@ def example(key: str) -> st.SearchStrategy:
         "selection": st.sampled_from([None, "plain", "widen"]),
         "budget_tokens": st.sampled_from([16, 128, 1024]),
         "prepare": st.booleans(),
-        "answer": pieces(key, (40, 300)).map(lambda ps: ps[:8]),  # an engine answer: canvas-sized
+        "answer": pieces(key, (40, 300), max_size=8),  # an engine answer: canvas-sized
         "command": st.sampled_from([False] * 19 + [True]),  # 400 KB of parsing
     })
 
