@@ -10,25 +10,20 @@ Where pygls' defaults do not fit (all pygls 2.x internals, pinned by pyproject's
 - didOpen/didChange/didClose: pygls keeps its own copy of every document; ours (`DocumentStore`, with the
   tree-sitter tree) is the only one, so the built-ins for didOpen/didClose only forward to our handlers, and
   didChange skips pygls' generic route for notifications altogether (see `_did_change`).
-- `$/cancelRequest`: pygls cancels the request's future, which stops an `async` handler at its next `await`
-  but cannot stop a job already on the engine thread, nor the task behind a command. We also cancel the
-  engine job.
-- `workspace/executeCommand`: pygls passes only `arguments`; our commands need the whole params
-  (`workDoneToken`), and an unknown command deserves a precise error.
+- `$/cancelRequest`: pygls cancels the request's future; we also cancel the engine job and a command's task.
+- `workspace/executeCommand`: our commands get the whole params (`workDoneToken`); an unknown one a precise error.
 - Params that do not fit their method's type: pygls silently drops such a request (the client then waits
   forever). We answer it with Invalid Params. Positions are taken only as LSP types them (integers): cattrs
   coerced `"3"`, `1.5` and `true` to ints.
-- Internal errors: pygls answers a handler's exception with its text and traceback, and shows a notification
-  handler's exception to the user; both can carry server paths. The client gets a short message instead; the
-  traceback goes to the log (stderr).
+- Internal errors: pygls sends a handler's exception with its traceback (server paths); the client gets a short
+  message instead, the traceback goes to the log (stderr).
 - Answers: a handler may return a JSON-ready dict, written as it is (pygls' cattrs serializer is slow when cold).
 - The keystroke's path: didChange and inlineCompletion params are built by hand (dg_lsp.fastparams), a message's
   kind comes from a table by class, a generator handler's async work runs as one task that also writes the answer
   (pygls filed a second future per request that nothing removed), and dict params of our notifications (dg/status,
   dg/draft) are written without cattrs.
-- Timing: the arrival of each message (`received_at`: from the stdio reader when it has one, see
-  dg_lsp.stdio) and a hook once a response is written, so the server can report its own per-keystroke time and
-  send a request's dg/status after its answer, not before it.
+- Timing: each message's arrival (`received_at`, dg_lsp.stdio) and a hook once a response is written, so the
+  server reports its own per-keystroke time and sends a request's dg/status after its answer.
 """
 
 from __future__ import annotations
