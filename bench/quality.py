@@ -1,14 +1,18 @@
 """Infill quality of a checkpoint on held-out standard-library holes and HumanEval single-line infilling.
 
 Prints a table per hole kind (model at the true and at the server-chosen canvas length, and the empty / copy-line
-baselines), then HumanEval pass@1 beside published numbers; the last line is JSON.
+baselines), then HumanEval pass@1 beside published numbers; the last line is JSON. The fills the confidence gate
+shows are replayed through the server's post-processing and syntax gate (bench.gate_replay): "gate" reports how many
+survive it and how many of those still break the whole file.
 
     python -m bench.quality [--model DIR] [--holes 300] [--limit N] [--humaneval-limit N] [--weights int4] [--quick]
+    python -m bench.quality --from-rows ROWS   # the tables, gate and replay again from saved --rows, no model run
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -24,6 +28,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.gate_replay import replay, statement_cost  # noqa: E402
 from engine.tokens import InfillFormat  # noqa: E402
 from engine.train.data import DataConfig, cut_prefix, cut_suffix  # noqa: E402
 from engine.train.evaluate import (  # noqa: E402
@@ -103,9 +108,10 @@ def run_humaneval(filler: Filler, tok, fmt: InfillFormat, data_cfg: DataConfig, 
     return {k: (v / res["n"] if k != "n" else v) for k, v in res.items()} if res["n"] else res
 
 
-def gate_report(rows: list[dict], threshold: float, plot: Path | None) -> dict:
+def gate_report(rows: list[dict], threshold: float, plot: Path | None, texts: dict[str, str]) -> dict:
     """The confidence gate over the fills at the server's canvas length: the table per threshold (printed), and
-    the figures at `threshold` for the last-line JSON."""
+    the figures at `threshold` for the last-line JSON, with the shown fills' replay through the server's
+    post-processing (`texts`: each row's file -> its text): the command's figures, and the keystroke's apart."""
     from engine.calibrate import gate_table
 
     fills = [{"confidence": r["server"]["confidence"], "exact": r["server"]["exact"], "es": r["server"]["es"]}
@@ -119,8 +125,29 @@ def gate_report(rows: list[dict], threshold: float, plot: Path | None) -> dict:
     (at,) = gate_table(fills, [threshold])
     if plot is not None:
         plot_gate(table, threshold, plot)
+    print(f"\nthe fills shown at {threshold:.2f}, through the server's post-processing and syntax gate:")
+    after = replay(rows, texts, threshold)
+    for request, v in after.items():
+        print(f"  {request:<9}: {v['shown_after_postprocess']} kept, {v['syntax_breaks']} break Python's parse of the "
+              f"file, {v['tree_sitter_breaks']} add tree-sitter errors ({v['tree_sitter_breaks_clean']} to a file "
+              f"with none); post-processing CPU p50 {v['post_cpu_ms_p50']} ms, max {v['post_cpu_ms_max']} ms")
+    cost = statement_cost(rows, texts)
+    print(f"  the syntax gate's statement check, on the {cost['touched']} of {cost['holes']} holes it touches, adds "
+          f"{cost['added_cpu_ms_p50']} ms CPU at the median ({cost['added_cpu_ms_p95']} p95, "
+          f"{cost['added_cpu_ms_max']} max) to the keystroke's post-processing")
     return {"threshold": threshold, "shown": at["shown"], "exact_match": at["exact_match"],
-            "edit_similarity": at["edit_similarity"]}
+            "edit_similarity": at["edit_similarity"], **after["command"], "keystroke": after["keystroke"],
+            "statement_check": cost}
+
+
+def saved_rows(path: Path) -> tuple[list[dict], dict[str, str]]:
+    """Rows written by --rows (gzipped if the name ends in .gz), and the texts of their files (held-out
+    standard-library files, as run_holes read them)."""
+    from engine.train.corpus import stdlib_root
+
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    rows = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+    return rows, {r["file"]: (stdlib_root() / r["file"]).read_text(encoding="utf-8") for r in rows}
 
 
 def plot_gate(table: list[dict], threshold: float, path: Path) -> None:
@@ -162,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-confidence", type=float, help="the gate to report (default: the checkpoint's calibrated "
                     "min_confidence in infill.json, else 0)")
     ap.add_argument("--plot", type=Path, help="write the gate's curve (share shown vs EM / ES among shown) here")
+    ap.add_argument("--from-rows", type=Path, help="re-score per-hole rows saved by --rows instead of running the "
+                    "model: the tables, the gate and its replay (no latency, no HumanEval)")
     ap.add_argument("--quick", action="store_true", help="2 holes, 1 HumanEval item, 4 steps (a code-path check, "
                     "not a measurement)")
     args = ap.parse_args(argv)
@@ -172,8 +201,13 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1 if args.quick else 2)
     n_holes = min(args.holes, args.limit) if args.limit else args.holes
     he_limit = args.humaneval_limit if args.humaneval_limit is not None else args.limit
-    filler = Filler(args.model, args.steps, args.entropy_bound, args.weights)
     infill = json.loads((args.model / "infill.json").read_text())
+    if args.from_rows:
+        t0 = time.time()
+        rows, texts = saved_rows(args.from_rows)
+        report(args, rows, texts, infill, {}, {}, f"rows {args.from_rows}", t0)
+        return
+    filler = Filler(args.model, args.steps, args.entropy_bound, args.weights)
     fmt = InfillFormat(canvas_lengths=tuple(infill["canvas_lengths"]))
     data_cfg = DataConfig(
         context_tokens=infill.get("max_context_tokens", 128),
@@ -186,9 +220,16 @@ def main(argv: list[str] | None = None) -> None:
     latency, rows = run_holes(filler, holes, fmt, args.seed)
     if args.rows:
         args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    he = run_humaneval(filler, filler.tok, fmt, data_cfg, he_limit, args.seed) if he_limit != 0 else {}
+    report(args, rows, {rel: text for _, text, _, rel in holes}, infill, latency, he, filler.backend, t0)
+
+
+def report(args: argparse.Namespace, rows: list[dict], texts: dict[str, str], infill: dict, latency: dict, he: dict,
+           backend: str, t0: float) -> None:
+    """The tables, the gate (and its replay) and the last-line JSON of a run."""
     s = summarize(rows)
     print(
-        f"model {args.model} via {filler.backend}; {len(rows)} held-out holes (seed {args.seed}); "
+        f"model {args.model} via {backend}; {len(rows)} held-out holes (seed {args.seed}); "
         f"steps {args.steps or 'checkpoint default'}; weights {args.weights}"
     )
     print(
@@ -203,7 +244,6 @@ def main(argv: list[str] | None = None) -> None:
             f"{v['server']['parse_ok']:>5.3f} {v['copy_line']['parse_ok']:>5.3f} {v['empty']['parse_ok']:>5.3f}"
         )
     print("mean fill latency by canvas: " + ", ".join(f"{c}: {t * 1000:.0f} ms" for c, t in latency.items()))
-    he = run_humaneval(filler, filler.tok, fmt, data_cfg, he_limit, args.seed) if he_limit != 0 else {}
     if he:
         print(f"\nHumanEval single-line infilling, {he['n']} items, pass@1 (%):")
         print(f"  this model, server length (32): {100 * he['server']:.1f}")
@@ -212,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, v in PUBLISHED_SINGLE_LINE:
             print(f"  {name:<32}{v:.1f}  (published)")
     gate = gate_report(rows, args.min_confidence if args.min_confidence is not None
-                       else float(infill.get("min_confidence") or 0.0), args.plot)
+                       else float(infill.get("min_confidence") or 0.0), args.plot, texts)
     o = s["overall"]
     result = {
         "holes": o["n"],
@@ -231,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         "humaneval_single_line_pass1_true_length": he.get("true"),
         "humaneval_empty_pass1": he.get("empty"),
         "latency_ms_by_canvas": {str(c): round(t * 1000, 1) for c, t in latency.items()},
-        "backend": filler.backend,
+        "backend": backend,
         "weights": args.weights,
         "seconds": round(time.time() - t0, 1),
         "gate": gate,

@@ -8,9 +8,10 @@
 4. repeated suffix: trailing fill lines that repeat the lines below the hole are dropped;
 5. doubled closers: closing brackets/quotes the user already has after the cursor are not typed twice
    (only when the fill itself has more closers than openers, so `foo(bar())` stays intact);
-6. syntax: the syntax gate (dg_lsp.syntax) re-parses a bounded window around the hole with the fill in it; a fill
-   that makes it worse is shortened to the longest version that passes, or dropped. The window's own parse does
-   not depend on the fill, so the server runs it (`prepare_check`) beside the engine.
+6. syntax: the syntax gate (dg_lsp.syntax) re-parses a bounded window around the hole with the fill in it (and, for
+   Python, the statement around the hole when the window cuts it); a fill that makes it worse is shortened to the
+   longest version that passes, or dropped. The window's own parse does not depend on the fill, so the server runs
+   it (`prepare_check`) beside the engine.
 
 Every filter reads only the hole's neighbourhood (a few lines, or a bounded piece of a long line), so the time
 is the same on a one-line 5 MB file as on a small one; and none depends on time, so the same snapshot, hole and

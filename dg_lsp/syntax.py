@@ -7,6 +7,8 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
 - for Python, CPython's parser (`compile(..., PyCF_ONLY_AST)`) rejects the window with the fill when it accepted the
   baseline, or reports its first error earlier than the baseline's. tree-sitter-python is lenient where Python is
   not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
+For Python, a window that is not one whole node (lines around the hole, or clipped) is backed by the innermost
+statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`).
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
 
 The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
@@ -42,6 +44,9 @@ WINDOW_MAX_CHARS = 8_000  # whatever the lines: a one-line 5 MB file gets a wind
 KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2
+# Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
+# library's largest literal is 36 KB (locale.locale_alias); CPython parses 40 KB in ~2-4 ms CPU here.
+STATEMENT_MAX_CHARS = 40_000
 
 
 def error_starts(tree: tree_sitter.Tree, focus: tuple[int, int] | None = None) -> list[int]:
@@ -85,12 +90,20 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
     characters either side of the hole (cut at a line start where one is near, else inside the line). Parsing a
     bounded window keeps the check cheap on big files, where an unclosed bracket or quote in a fill makes
     tree-sitter's error recovery re-parse everything after it."""
+    return _window(snap, hole)[:3]
+
+
+def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
+    """`check_window`'s (start, end, indent), and whether the window is one whole node (complete code), not lines
+    around the hole or clipped."""
     text = snap.text
     hole_line = snap.line_start(hole.start)
     fallback = True
     start, end, indent = hole_line, hole.end, ""
     if snap.tree is not None and snap.spec is not None:
-        b_lo, b_hi = snap.byte_offset(hole_line), snap.byte_offset(hole.end)
+        # from the line's first code character: its indent belongs to the enclosing block, not to a method on the line
+        lo = hole_line + len(leading_ws(text[hole_line:min(hole.start, hole_line + WINDOW_MAX_CHARS)]))
+        b_lo, b_hi = snap.byte_offset(lo), snap.byte_offset(hole.end)
         node = snap.tree.root_node.descendant_for_byte_range(b_lo, b_hi)
         chain = []
         while node is not None and node.parent is not None:
@@ -112,7 +125,28 @@ def check_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str]:
         start = int(snap.starts[max(row - WINDOW_LINES, 0)])
         after = last + WINDOW_LINES + 1
         end = int(snap.starts[after]) if after < len(snap.starts) else len(text)
-    return _clip(snap, hole, start, min(max(end, hole.end), len(text)), indent)
+    end = min(max(end, hole.end), len(text))
+    clipped = _clip(snap, hole, start, end, indent)
+    return (*clipped, not fallback and clipped[:2] == (start, end))
+
+
+def statement_window(snap: Snapshot, hole: Hole) -> tuple[int, int, str] | None:
+    """(start, end, indent) of the innermost statement around the hole (whole lines, re-parsed dedented), or None if
+    none or over STATEMENT_MAX_CHARS. A window inside a literal hundreds of lines long (`encodings/cp857.py`) fails
+    Python's parser at its first line, so only the whole statement can judge `0x00ator` or a bad `\\u` escape."""
+    if snap.tree is None or snap.spec is None:
+        return None
+    kinds = snap.spec.statements | snap.spec.scopes
+    node = snap.tree.root_node.descendant_for_byte_range(snap.byte_offset(hole.start), snap.byte_offset(hole.end))
+    while node is not None and node.parent is not None and not (node.type in kinds or node.parent.parent is None):
+        node = node.parent
+    if node is None or node.parent is None:
+        return None  # the hole is between top-level statements: the window holds what a fill there can break
+    s_off, e_off = snap.span(node)
+    start, end = snap.line_start(s_off), snap.line_end(e_off)
+    if end - start > STATEMENT_MAX_CHARS or start > hole.start or end < hole.end:
+        return None
+    return start, end, leading_ws(snap.text[start:min(snap.line_end(start), start + WINDOW_MAX_CHARS)])
 
 
 def _clip(snap: Snapshot, hole: Hole, start: int, end: int, indent: str) -> tuple[int, int, str]:
@@ -203,12 +237,22 @@ class SyntaxCheck:
     """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own.
 
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
-    candidate fill, counting the bytes it parsed in `parsed_bytes`."""
+    candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
+    of `check_window`'s; `tree`: False for Python's parser alone. For Python, a window that is not one whole node is
+    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`)."""
 
-    def __init__(self, snap: Snapshot, hole: Hole) -> None:
-        self.snap, self.hole = snap, hole
+    def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None,
+                 tree: bool = True) -> None:
+        self.snap, self.hole, self.tree = snap, hole, tree
         self.parser = parser(snap.language) if snap.language else None
-        ws, we, self.indent = check_window(snap, hole)
+        self.statement: SyntaxCheck | None = None
+        if window is None:
+            ws, we, self.indent, whole = _window(snap, hole)
+            span = None if whole or snap.language != "python" else statement_window(snap, hole)
+            if span is not None:  # Python's parser alone: tree-sitter's check stays on the window
+                self.statement = SyntaxCheck(snap, hole, span, tree=False)
+        else:
+            ws, we, self.indent = window
         self.window = (ws, we)
         head = _dedent(snap.text[ws:hole.start], self.indent, True)
         tail_at_line_start = hole.end == 0 or snap.text[hole.end - 1] in "\r\n"
@@ -216,7 +260,7 @@ class SyntaxCheck:
         self.head, self.tail = head.encode("utf-8", "surrogatepass"), tail.encode("utf-8", "surrogatepass")
         self.parsed_bytes = 0
         replaced = _dedent(hole.replaced, self.indent, False)
-        self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser is not None else []
+        self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser and tree else []
         # Python's own parser, on the same window (str): the line of the hole, and the baseline's first error
         self.python = snap.language == "python"
         if self.python:
@@ -237,9 +281,19 @@ class SyntaxCheck:
         return sorted(error_starts(tree, (sb, sb + len(data))) + blocks)
 
     def adds_errors(self, fill: str) -> bool:
+        """Does `fill` add errors to the window (or to the statement around the hole, when that is checked too)?"""
+        bad = self._adds_errors(fill)
+        if bad or self.statement is None:
+            return bad
+        before = self.statement.parsed_bytes
+        bad = self.statement.adds_errors(fill)
+        self.parsed_bytes += self.statement.parsed_bytes - before
+        return bad
+
+    def _adds_errors(self, fill: str) -> bool:
         dedented = _dedent(fill, self.indent, False)
         data = dedented.encode("utf-8", "surrogatepass")
-        errors = self._errors(data)
+        errors = self._errors(data) if self.tree else []
         if len(errors) != len(self.base):
             if len(errors) > len(self.base):
                 return True

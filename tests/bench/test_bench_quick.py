@@ -3,8 +3,8 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 `bench.service` crashed for weeks after a shared client changed) fails here. Not timing tests (STYLE rule 12): the
 figures are not checked, only that they are there.
 
-Modules with no `__main__` (common, editfuzz, gpu_model, malformed, rawlsp, report) are libraries of the ones
-below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
+Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, rawlsp, report) are libraries of the
+ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
 
@@ -16,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# module -> (arguments after the module name; "{tmp}" is the test's temporary folder, keys its last line must have)
+# module -> (arguments after the module name; "{tmp}" is the test's temporary folder, keys its last line must have:
+# "a.b" is key b of the object at key a)
 QUICK: dict[str, tuple[list[str], set[str]]] = {
     "engine_speed": (["--quick"], {"speedup_vs_transformers", "engine_ms_per_step", "transformers_ms_per_step",
                                    "engine_reference_mode_ms_per_step", "params_m", "machine"}),
@@ -32,7 +33,11 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
     # plots reads a result the suite wrote: the committed one, drawn into the temporary folder
     "plots": ([str(ROOT / "bench" / "results" / "2026-11-30-vm.json"), "--out", "{tmp}"], {"plots"}),
     "quality": (["--quick"], {"holes", "exact_match", "edit_similarity", "parse_ok", "humaneval_items",
-                              "humaneval_single_line_pass1", "latency_ms_by_canvas", "backend"}),
+                              "humaneval_single_line_pass1", "latency_ms_by_canvas", "backend", "gate.threshold",
+                              "gate.shown", "gate.shown_after_postprocess", "gate.syntax_breaks",
+                              "gate.tree_sitter_breaks", "gate.tree_sitter_breaks_clean",
+                              "gate.keystroke.syntax_breaks", "gate.keystroke.tree_sitter_breaks",
+                              "gate.statement_check.added_cpu_ms_p50"}),
     "quant": (["--quick"], {"formats", "bytes_ratio", "max_rel_logit_err", "token_agreement", "kernel_max_rel_err",
                             "em_delta_int4", "em_delta_int4_ci", "es_delta_int8"}),
     "reliability": (["--quick"], {"malformed_sent", "unanswered", "crashes", "native_crashes", "wrong_place_edits",
@@ -64,9 +69,18 @@ def test_every_runnable_module_has_a_quick_run():
     assert runnable_modules() == set(QUICK) | {"run", "gpu_suite"}
 
 
+def has_key(obj: dict, dotted: str) -> bool:
+    """`"gate.syntax_breaks"`: obj["gate"]["syntax_breaks"] exists."""
+    for part in dotted.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return False
+        obj = obj[part]
+    return True
+
+
 @pytest.mark.parametrize("module", sorted(QUICK))
 def test_quick_mode_prints_its_keys(module: str, tmp_path: Path, bench_run):
     args, keys = QUICK[module]
     last = bench_run(module, [a.replace("{tmp}", str(tmp_path)) for a in args])
-    missing = keys - set(last)
+    missing = {k for k in keys if not has_key(last, k)}
     assert not missing, f"bench.{module}'s last-line JSON lacks {sorted(missing)}"

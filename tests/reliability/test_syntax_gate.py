@@ -13,7 +13,16 @@ import pytest
 from dg_lsp.documents import Document, Snapshot
 from dg_lsp.edits import postprocess
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
-from dg_lsp.syntax import WINDOW_MAX_CHARS, SyntaxCheck, error_starts, first_error_line, prepare_check
+from dg_lsp.syntax import (
+    COMMAND_PARSE_BYTES,
+    KEYSTROKE_PARSE_BYTES,
+    STATEMENT_MAX_CHARS,
+    WINDOW_MAX_CHARS,
+    SyntaxCheck,
+    error_starts,
+    first_error_line,
+    prepare_check,
+)
 
 # The issue's case: the rest of the `def` line (a comment) cut away, the cursor after the colon and two spaces.
 VERSION_STR = ('import sys\n\n\ndef version_str(version):  \n    """The version as a dotted string."""\n'
@@ -125,3 +134,84 @@ def test_a_rewritten_selection_is_checked_by_cpython_too():
     hole = hole_for_selection(snap, text.index("    b ="), text.index("\n    return"), widen=False)
     assert postprocess(snap, hole, "b = a * 2") == "    b = a * 2"
     assert postprocess(snap, hole, "b = a * 2\n        c = b") == "    b = a * 2"  # not the unexpected indent
+
+
+# ---- a window cut inside a literal hundreds of lines long (encodings/cp857.py, cp1026.py) ----------------------
+
+ENCODING_MAP = ("import codecs\n\nencoding_map = {\n"
+                + "".join(f"    0x{i:04x}: 0x{i:04x},     #  ENTRY {i}\n" for i in range(300)) + "}\n")
+DECODING_TABLE = ("decoding_table = (\n"
+                  + "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CONTROL\n" for i in range(256)) + ")\n")
+
+
+def fill_at(text: str, before: str, cut: str, fill: str, budget: int) -> tuple[str | None, str, str]:
+    """(what post-processing keeps of `fill`, the document, the document with it) at the cursor after `before`,
+    `cut` removed there first (the text the user is retyping)."""
+    cursor = text.index(before) + len(before)
+    doc = text[:cursor] + text[cursor + len(cut):]
+    snap = snapshot(doc)
+    hole = hole_at_cursor(snap, cursor)
+    kept = postprocess(snap, hole, fill, None, budget)
+    return kept, doc, doc if kept is None else with_fill(snap, hole, kept)
+
+
+@pytest.mark.parametrize("budget", [KEYSTROKE_PARSE_BYTES, COMMAND_PARSE_BYTES])
+@pytest.mark.parametrize("text,before,cut,fill", [
+    # an invalid hex literal as a value 150 lines into a 300-line dict: the window starts inside the dict
+    (ENCODING_MAP, "    0x0096: ", "", "0x00ator,"),
+    (ENCODING_MAP, "    0x0096: 0x0096", "", "ator"),
+    # a truncated \u escape in a string of a 256-line tuple (tree-sitter does not check escapes at all)
+    (DECODING_TABLE, "    '\\x96", "", "\\u00"),
+])
+def test_a_fill_that_breaks_a_huge_literal_beyond_the_window_is_rejected(text, before, cut, fill, budget):
+    kept, doc, _ = fill_at(text, before, cut, fill, budget)
+    assert first_error_line(doc) is None
+    assert first_error_line(doc.replace(before, before + fill, 1)) is not None  # the fill breaks the file
+    assert kept is None
+
+
+@pytest.mark.parametrize("text,before,fill", [
+    (ENCODING_MAP, "    0x0096: 0x0096,", "  # fine"),
+    (DECODING_TABLE, "    '\\x96", "\\x41"),
+])
+def test_a_fill_that_keeps_a_huge_literal_parsing_is_kept(text, before, fill):
+    kept, _, after = fill_at(text, before, "", fill, KEYSTROKE_PARSE_BYTES)
+    assert kept == fill and first_error_line(after) is None
+
+
+def test_the_statement_around_the_hole_is_checked_only_when_the_window_cuts_it_and_it_is_small_enough():
+    snap = snapshot(ENCODING_MAP)  # the window, lines inside the literal, is backed by the whole statement
+    check = SyntaxCheck(snap, hole_at_cursor(snap, ENCODING_MAP.index("    0x0096: ") + 12))
+    assert check.statement is not None and not check.statement.tree  # Python's parser alone
+    assert check.statement.window == (ENCODING_MAP.index("encoding_map"), len(ENCODING_MAP) - 1)
+    small = "import codecs\n\nencoding_map = {\n    0x0001: 0x0001,\n}\n"
+    snap = snapshot(small)
+    assert SyntaxCheck(snap, hole_at_cursor(snap, small.index("0x0001,"))).statement is None  # the window is whole
+    body = "".join(f"    v{i} = [{i}, {i + 1}]\n" for i in range(200))  # a function too long for one window
+    text = "def long():\n" + body + "    return v0\n"
+    snap = snapshot(text)
+    check = SyntaxCheck(snap, hole_at_cursor(snap, text.index("    v100 = ") + 11))
+    assert check.statement is not None and not check.statement.tree
+    assert check.statement.window == (text.index("    v100 = "), text.index("\n    v101 = "))
+    n = STATEMENT_MAX_CHARS // 20  # a literal longer than the cap: the window alone judges, its cost bounded
+    big = "m = {\n" + "".join(f"    0x{i:06x}: 0x{i:06x},  # e\n" for i in range(n)) + "}\n"
+    snap = snapshot(big)
+    check = SyntaxCheck(snap, hole_at_cursor(snap, big.index(f"    0x{n // 2:06x}: ") + 14))
+    assert check.statement is None
+    check.adds_errors("0x1,")
+    assert check.parsed_bytes <= 3 * WINDOW_MAX_CHARS + 100
+
+
+def test_a_hole_in_a_method_of_a_long_class_is_checked_in_that_method():
+    """The line's indent belongs to the class body, not to the `def` on it: the window is the method (complete code,
+    which Python's parser can judge), not lines around the hole (imaplib.py's `def getacl(|)`)."""
+    methods = "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(60))
+    text = "class Big:\n" + methods + "    def getacl(self, mailbox):\n        return mailbox\n"
+    cursor = text.index("def getacl(") + len("def getacl(")
+    doc = text[:cursor] + text[cursor + len("self, mailbox"):]
+    snap = snapshot(doc)
+    hole = hole_at_cursor(snap, cursor)
+    check = SyntaxCheck(snap, hole)
+    assert check.window == (doc.index("    def getacl("), len(doc) - 1) and check.statement is None
+    assert postprocess(snap, hole, "self,sep, dict parts") == "self,sep, dict"  # not `(self,sep, dict parts):`
+    assert postprocess(snap, hole, "self, sep") == "self, sep"
