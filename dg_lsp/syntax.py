@@ -9,7 +9,7 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
   not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
 For Python, a window that is not one whole node (lines around the hole, or clipped) is backed by the innermost
 statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`);
-when neither parses before the fill, by the whole file when at most FILE_MAX_CHARS long (else `unchecked`). Lines
+for a next edit, when neither parses before it, by the whole file up to FILE_MAX_CHARS (else `unchecked`). Lines
 around the hole start at a statement, dedented (dg_lsp.syntax_window); no tree (a first parse stopped at its budget)
 means lines around the hole, never no check.
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
@@ -49,8 +49,8 @@ MIN_TRIES = 2
 # Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
 # library's largest literal is 36 KB (locale.locale_alias); CPython parses 40 KB in ~2-4 ms CPU here.
 STATEMENT_MAX_CHARS = 40_000
-# Read whole by Python's parser when neither the window nor the statement around the hole parses before the fill
-# (a window cut inside a string, a bracket): ~5-10 ms CPU; rare once the window starts at a statement.
+# Read whole by Python's parser for a next edit when neither the window nor the statement around the hole parses
+# before it (a window cut inside a string, a bracket): ~5-10 ms CPU, once; rare once windows start at a statement.
 FILE_MAX_CHARS = 120_000
 
 
@@ -213,10 +213,11 @@ class SyntaxCheck:
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
     candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
     of `check_window`'s; `tree`: False for Python's parser alone. For Python, a window that is not one whole node is
-    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`)."""
+    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`);
+    with `whole_file`, by the whole file when neither parses before the fill (`_whole_file`)."""
 
     def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None,
-                 tree: bool = True) -> None:
+                 tree: bool = True, whole_file: bool = False) -> None:
         self.snap, self.hole, self.tree = snap, hole, tree
         self.parser = parser(snap.language) if snap.language else None
         self.statement: SyntaxCheck | None = None
@@ -245,7 +246,7 @@ class SyntaxCheck:
             self.hole_line = _lines(head) + 1
             self.replaced_lines = _lines(replaced)
             self.py_base = first_error_line(head + replaced + tail)
-            if window is None and self.blind and (self.statement is None or self.statement.blind):
+            if whole_file and window is None and self.blind and (self.statement is None or self.statement.blind):
                 self._whole_file()
 
     @property
@@ -255,7 +256,9 @@ class SyntaxCheck:
 
     def _whole_file(self) -> None:
         """Python's parser reads the whole file instead of the statement (FILE_MAX_CHARS at most) when neither the
-        window nor the statement parses before the fill; `unchecked` when the file is too long for that."""
+        window nor the statement parses before the fill; `unchecked` when the file is too long for that. For a next
+        edit only: a fill's shortening search would parse the file per candidate on the keystroke's path (the
+        window's tree-sitter check and the line window's dedent judge a fill there)."""
         if len(self.snap.text) > FILE_MAX_CHARS:
             self.unchecked = True
             return
@@ -315,13 +318,13 @@ class SyntaxCheck:
         return at < base
 
 
-def prepare_check(snap: Snapshot, hole: Hole) -> SyntaxCheck | None:
+def prepare_check(snap: Snapshot, hole: Hole, whole_file: bool = False) -> SyntaxCheck | None:
     """The syntax check's fill-independent part (the window and its own parse), or None when the language has no
     parser. Without a tree (a file over MAX_TREE_BYTES, or a first parse stopped at its budget) the window is lines
-    around the hole."""
+    around the hole. `whole_file`: see `SyntaxCheck._whole_file` (a next edit, judged once, not shortened)."""
     if not snap.language:
         return None
-    check = SyntaxCheck(snap, hole)
+    check = SyntaxCheck(snap, hole, whole_file=whole_file)
     return check if check.parser is not None else None
 
 

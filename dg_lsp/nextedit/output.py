@@ -181,7 +181,7 @@ def judge(snap: Snapshot, hole: Hole, proposed: str, history: Sequence[Edit] = (
     last = history[-1] if history and history[-1].after == snap.version else None  # its offsets are current
     if reverts(last, hole, proposed, edits) or reverts_a_line(history, hole, proposed):
         return [], REVERSAL
-    check = prepare_check(snap, hole)
+    check = prepare_check(snap, hole, whole_file=True)
     if check is not None and check.unchecked:
         return [], UNCHECKED
     if check is not None and check.adds_errors(proposed):

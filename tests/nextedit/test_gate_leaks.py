@@ -168,7 +168,7 @@ def test_a_proposal_no_check_can_judge_is_withheld():
     rows = text.split("\n")
     at = next(i for i, r in enumerate(rows) if "for name in names" in r)
     snap, hole = snap_and_hole(text, at + 1, at + 4, tree=False)
-    check = SyntaxCheck(snap, hole)
+    check = SyntaxCheck(snap, hole, whole_file=True)
     assert check.unchecked
     fine = propose(snap, hole, "self.make_entry(name, kind)", "self.make_entry(name, kind, 1)")
     assert judge(snap, hole, fine) == ([], UNCHECKED)
