@@ -8,7 +8,10 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
   baseline, or reports its first error earlier than the baseline's. tree-sitter-python is lenient where Python is
   not (indentation): `def f():  ""` above an indented body parses for tree-sitter and is an IndentationError.
 For Python, a window that is not one whole node (lines around the hole, or clipped) is backed by the innermost
-statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`).
+statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`);
+for a next edit, when neither parses before it, by the whole file up to FILE_MAX_CHARS (else `unchecked`). Lines
+around the hole start at a statement, dedented (dg_lsp.syntax_window); no tree (a first parse stopped at its budget)
+means lines around the hole, never no check.
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
 
 The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
@@ -19,16 +22,15 @@ or not.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
-import warnings
 
 import tree_sitter
 
 from dg_lsp.documents import Snapshot
 from dg_lsp.holes import Hole, ancestors, leading_ws
 from dg_lsp.languages import language, parse_until, parser
+from dg_lsp.syntax_window import _dedent, _lines, first_error_line, line_window
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _OPENERS = "".join(_CLOSERS.values())
@@ -47,6 +49,9 @@ MIN_TRIES = 2
 # Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
 # library's largest literal is 36 KB (locale.locale_alias); CPython parses 40 KB in ~2-4 ms CPU here.
 STATEMENT_MAX_CHARS = 40_000
+# Read whole by Python's parser for a next edit when neither the window nor the statement around the hole parses
+# before it (a window cut inside a string, a bracket): ~5-10 ms CPU, once; rare once windows start at a statement.
+FILE_MAX_CHARS = 120_000
 
 
 def error_starts(tree: tree_sitter.Tree, focus: tuple[int, int] | None = None) -> list[int]:
@@ -117,11 +122,8 @@ def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
                     start, end, fallback = s_off, snap.line_end(e_off), False
                     indent = leading_ws(text[start:min(snap.line_end(start), start + WINDOW_MAX_CHARS)])
                     break
-    if fallback:
-        row, last = snap.line_of(hole.start), snap.line_of(hole.end)
-        start = int(snap.starts[max(row - WINDOW_LINES, 0)])
-        after = last + WINDOW_LINES + 1
-        end = int(snap.starts[after]) if after < len(snap.starts) else len(text)
+    if fallback:  # for Python, moved to start at a statement, dedented (dg_lsp.syntax_window)
+        start, end, indent = line_window(snap, hole, WINDOW_LINES)
     end = min(max(end, hole.end), len(text))
     clipped = _clip(snap, hole, start, end, indent)
     return (*clipped, not fallback and clipped[:2] == (start, end))
@@ -203,47 +205,21 @@ def _node_end_before(snap: Snapshot, hi: int, limit: int) -> int:
     return snap.char_offset(end) if end >= b_limit else hi
 
 
-def _dedent(piece: str, indent: str, at_line_start: bool) -> str:
-    if not indent:
-        return piece
-    lines = piece.split("\n")
-    return "\n".join(ln[len(indent):] if ln.startswith(indent) and (i or at_line_start) else ln
-                     for i, ln in enumerate(lines))
-
-
-def _lines(s: str) -> int:
-    """Line breaks in `s` as Python's tokenizer counts them ("\\n", "\\r\\n", "\\r")."""
-    return s.count("\n") + s.count("\r") - s.count("\r\n")
-
-
-def first_error_line(src: str) -> int | None:
-    """The line (1-based) of the first error CPython's parser reports in `src`, None when it parses, 0 when it
-    cannot say (nesting too deep for the parser). Only the parser runs (PyCF_ONLY_AST): the compiler's own checks
-    (`return` outside a function, ...) do not apply to a window cut out of a file."""
-    try:
-        with warnings.catch_warnings():  # invalid escapes in the user's strings are not our business
-            warnings.simplefilter("ignore")
-            compile(src, "<window>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as e:  # IndentationError and TabError included
-        return e.lineno or 1
-    except (ValueError, RecursionError, MemoryError):
-        return 0
-    return None
-
-
 class SyntaxCheck:
     """Parses window(text[:start] + fill + text[end:]) and compares its errors with the window's own.
 
     The constructor parses the baseline (the window as it is, the replaced text kept); `adds_errors` parses one
     candidate fill, counting the bytes it parsed in `parsed_bytes`. `window`: (start, end, indent) to parse instead
     of `check_window`'s; `tree`: False for Python's parser alone. For Python, a window that is not one whole node is
-    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`)."""
+    backed by the statement around the hole read whole by Python's parser (`statement`, see `statement_window`);
+    with `whole_file`, by the whole file when neither parses before the fill (`_whole_file`)."""
 
     def __init__(self, snap: Snapshot, hole: Hole, window: tuple[int, int, str] | None = None,
-                 tree: bool = True) -> None:
+                 tree: bool = True, whole_file: bool = False) -> None:
         self.snap, self.hole, self.tree = snap, hole, tree
         self.parser = parser(snap.language) if snap.language else None
         self.statement: SyntaxCheck | None = None
+        self.unchecked = False  # Python's parser could judge no fill here (see `_whole_file`)
         if window is None:
             ws, we, self.indent, whole = _window(snap, hole)
             span = None if whole or snap.language != "python" else statement_window(snap, hole)
@@ -253,11 +229,13 @@ class SyntaxCheck:
             ws, we, self.indent = window
         self.window = (ws, we)
         head = _dedent(snap.text[ws:hole.start], self.indent, True)
+        # a hole of whole lines (a next edit's window, a fill at column 0) is dedented from its first line
+        self.at_line_start = hole.start == 0 or snap.text[hole.start - 1] in "\r\n"
         tail_at_line_start = hole.end == 0 or snap.text[hole.end - 1] in "\r\n"
         tail = _dedent(snap.text[hole.end:we], self.indent, tail_at_line_start)
         self.head, self.tail = head.encode("utf-8", "surrogatepass"), tail.encode("utf-8", "surrogatepass")
         self.parsed_bytes = 0
-        replaced = _dedent(hole.replaced, self.indent, False)
+        replaced = _dedent(hole.replaced, self.indent, self.at_line_start)
         self.base = self._errors(replaced.encode("utf-8", "surrogatepass")) if self.parser and tree else []
         # Python's own parser, on the same window (str): the line of the hole, and the baseline's first error
         self.python = snap.language == "python"
@@ -266,6 +244,25 @@ class SyntaxCheck:
             self.hole_line = _lines(head) + 1
             self.replaced_lines = _lines(replaced)
             self.py_base = first_error_line(head + replaced + tail)
+            if whole_file and window is None and self.blind and (self.statement is None or self.statement.blind):
+                self._whole_file()
+
+    @property
+    def blind(self) -> bool:
+        """Python's parser cannot judge a fill here: the window fails it at or before the hole's last line."""
+        return self.python and self.py_base is not None and self.py_base <= self.hole_line + self.replaced_lines
+
+    def _whole_file(self) -> None:
+        """Python's parser reads the whole file instead of the statement (FILE_MAX_CHARS at most) when neither the
+        window nor the statement parses before the fill; `unchecked` when the file is too long for that. For a next
+        edit only: a fill's shortening search would parse the file per candidate on the keystroke's path (the
+        window's tree-sitter check and the line window's dedent judge a fill there)."""
+        if len(self.snap.text) > FILE_MAX_CHARS:
+            self.unchecked = True
+            return
+        whole = SyntaxCheck(self.snap, self.hole, (0, len(self.snap.text), ""), tree=False)
+        if not whole.blind:  # else the file is broken there itself: tree-sitter's check is what is left
+            self.statement = whole
 
     def _errors(self, data: bytes) -> list[int]:
         src = self.head + data + self.tail
@@ -289,7 +286,7 @@ class SyntaxCheck:
         return bad
 
     def _adds_errors(self, fill: str) -> bool:
-        dedented = _dedent(fill, self.indent, False)
+        dedented = _dedent(fill, self.indent, self.at_line_start)
         data = dedented.encode("utf-8", "surrogatepass")
         errors = self._errors(data) if self.tree else []
         if len(errors) != len(self.base):
@@ -319,11 +316,13 @@ class SyntaxCheck:
         return at < base
 
 
-def prepare_check(snap: Snapshot, hole: Hole) -> SyntaxCheck | None:
-    """The syntax check's fill-independent part (the window and its own parse), or None when there is none."""
-    if snap.tree is None or not snap.language:
+def prepare_check(snap: Snapshot, hole: Hole, whole_file: bool = False) -> SyntaxCheck | None:
+    """The syntax check's fill-independent part (the window and its own parse), or None when the language has no
+    parser. Without a tree (a file over MAX_TREE_BYTES, or a first parse stopped at its budget) the window is lines
+    around the hole. `whole_file`: see `SyntaxCheck._whole_file` (a next edit, judged once, not shortened)."""
+    if not snap.language:
         return None
-    check = SyntaxCheck(snap, hole)
+    check = SyntaxCheck(snap, hole, whole_file=whole_file)
     return check if check.parser is not None else None
 
 

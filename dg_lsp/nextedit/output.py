@@ -11,7 +11,10 @@
    - "reverts last edit": the proposal undoes the user's last edit (or an accepted suggestion), as a whole, as
      one of its edits or on the line it changed, or turns a line back into what any recent edit changed it from
      (Zed's reversal ratio counts these);
-   - "syntax error": the proposal adds syntax errors to the code around it (the fill's gate, dg_lsp.syntax).
+   - "syntax error": the proposal adds syntax errors to the code around it (the fill's gate, dg_lsp.syntax);
+   - "syntax unchecked": the gate cannot judge it (Python's parser cannot read the code around the window, nor the
+     file, too long): a fill is shortened by the gate, a proposal replaces the window whole, so none is shown
+     unchecked. A language without a grammar has no gate: its proposals are shown.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dg_lsp.nextedit.history import Edit
 from dg_lsp.nextedit.prompt import CURSOR
 from dg_lsp.syntax import SyntaxCheck, prepare_check
 
-UNCHANGED, REVERSAL, SYNTAX = "unchanged", "reverts last edit", "syntax error"
+UNCHANGED, REVERSAL, SYNTAX, UNCHECKED = "unchanged", "reverts last edit", "syntax error", "syntax unchecked"
 TextEdit = tuple[int, int, str]  # (start, end, new text): document offsets of the text it replaces
 _GARBAGE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")
 
@@ -178,7 +181,9 @@ def judge(snap: Snapshot, hole: Hole, proposed: str, history: Sequence[Edit] = (
     last = history[-1] if history and history[-1].after == snap.version else None  # its offsets are current
     if reverts(last, hole, proposed, edits) or reverts_a_line(history, hole, proposed):
         return [], REVERSAL
-    check = prepare_check(snap, hole)
+    check = prepare_check(snap, hole, whole_file=True)
+    if check is not None and check.unchecked:
+        return [], UNCHECKED
     if check is not None and check.adds_errors(proposed):
         return [], SYNTAX
     return edits, None

@@ -40,8 +40,18 @@ class Scripted:
     def __init__(self, rules: list[tuple[str, str]], confidence: float, delay: float, from_history: bool) -> None:
         self.rules, self.confidence, self.delay, self.from_history = rules, confidence, delay, from_history
 
+    @property
+    def name(self) -> str:
+        return self.model_name
+
     def encode(self, text: str) -> list[int]:
         return [b + OFFSET for b in text.encode()]
+
+    def watch_state(self, listener) -> None:  # engine.seam.InfillBackend: a script's state never changes
+        pass
+
+    def close(self) -> None:
+        pass
 
     def new_cancel_token(self) -> CancelToken:
         return CancelToken()
