@@ -1,28 +1,7 @@
 -- Pure-logic tests of the dg plugin: `nvim --clean --headless -l tests/test_logic.lua` (exit 1 on failure).
 -- No server: LSP pieces are replaced by small stubs where a function needs one.
-local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
-vim.opt.rtp:prepend(root)
-
-local failures, count = 0, 0
-local function test(name, fn)
-  count = count + 1
-  local ok, err = pcall(fn)
-  if not ok then
-    failures = failures + 1
-    io.stderr:write(("FAIL %s: %s\n"):format(name, err))
-  end
-end
-local function eq(expected, actual, what)
-  if not vim.deep_equal(expected, actual) then
-    error(("%s: expected %s, got %s"):format(what or "value", vim.inspect(expected), vim.inspect(actual)), 2)
-  end
-end
-local function scratch(lines)
-  local bufnr = vim.api.nvim_create_buf(true, false)
-  vim.api.nvim_set_current_buf(bufnr)
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
-  return bufnr
-end
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/harness.lua")
+local test, eq, scratch = H.test, H.eq, H.scratch
 
 local text = require("dg.text")
 
@@ -379,5 +358,4 @@ test("statusline follows dg/status", function()
   assert(ok, err)
 end)
 
-io.stdout:write(("%d tests, %d failed\n"):format(count, failures))
-os.exit(failures == 0 and 0 or 1)
+H.finish()
