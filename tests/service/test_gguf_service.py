@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from service_harness import Service, child_env, private_dir, wait_until
@@ -35,6 +36,16 @@ def serve_engine(model) -> Service:
 
     wait_until(ready, 120, "the engine service on a GGUF")
     return svc
+
+
+def chat_gguf(tmp_path) -> Path:
+    """A tiny chat checkpoint (Gemma-style tokenizer and template) as an F32 GGUF with nothing beside it."""
+    src = build_tiny_checkpoint(tmp_path / "hf", "mixed", canvas_length=16, seed=3, vocab_size=VOCAB_SIZE)
+    (src / "infill.json").unlink()
+    gemma_style_tokenizer().save(str(src / "tokenizer.json"))
+    (src / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    (tmp_path / "alone").mkdir()
+    return write_gguf(src, tmp_path / "alone" / "chat-F32.gguf", "F32")
 
 
 @pytest.fixture
@@ -65,12 +76,7 @@ def test_a_service_on_the_shipped_model_as_gguf_answers_a_fill(served, tmp_path)
 
 
 def test_a_service_on_a_chat_gguf_uses_the_files_template(served, tmp_path):
-    src = build_tiny_checkpoint(tmp_path / "hf", "mixed", canvas_length=16, seed=3, vocab_size=VOCAB_SIZE)
-    (src / "infill.json").unlink()
-    gemma_style_tokenizer().save(str(src / "tokenizer.json"))
-    (src / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    (tmp_path / "alone").mkdir()
-    path = write_gguf(src, tmp_path / "alone" / "chat-F32.gguf", "F32")
+    path = chat_gguf(tmp_path)
     svc = served(path)
     messages = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
     with svc.http(120) as c:
@@ -116,12 +122,7 @@ def test_the_language_servers_service_backend_fills_from_a_gguf_as_the_embedded_
 
 
 def test_a_chat_gguf_through_the_service_backend_gets_the_files_template(served, tmp_path):
-    src = build_tiny_checkpoint(tmp_path / "hf", "mixed", canvas_length=16, seed=3, vocab_size=VOCAB_SIZE)
-    (src / "infill.json").unlink()
-    gemma_style_tokenizer().save(str(src / "tokenizer.json"))
-    (src / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    (tmp_path / "alone").mkdir()
-    path = write_gguf(src, tmp_path / "alone" / "chat-F32.gguf", "F32")
+    path = chat_gguf(tmp_path)
     svc = served(path)
     backend = _client_backend(svc)
     try:
