@@ -13,7 +13,7 @@ import re
 import warnings
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, leading_ws
+from dg_lsp.holes import Hole, ancestors, leading_ws
 
 # Without a tree: a line that cannot start a statement (a clause of the statement above, a closing bracket)
 _NOT_A_START = re.compile(r"(elif|else|except|finally|case)\b|[)\]}.]")
@@ -61,11 +61,12 @@ def _statement_at(snap: Snapshot, row: int) -> int | None:
     ind = len(line) - len(code)
     if snap.tree is not None and snap.spec is not None:
         b = snap.byte_offset(s + ind)
-        node = snap.tree.root_node.descendant_for_byte_range(b, b)
-        while node is not None and node.start_byte == b:
+        root = snap.tree.root_node
+        for node in ancestors(root, root.descendant_for_byte_range(b, b)):
+            if node.start_byte != b:
+                break
             if node.type in snap.spec.statements:
                 return ind
-            node = node.parent
         return None
     if _NOT_A_START.match(code):
         return None

@@ -164,10 +164,6 @@ class EditHistory:
         self._expire(edits, self._clock())
         return list(edits)
 
-    def last(self, uri: str) -> Edit | None:
-        edits = self.recent(uri)
-        return edits[-1] if edits else None
-
     def mark_accepted(self, uri: str, version: int) -> int:
         """Mark the edits made from `version` on (a proposal for `version`, applied) as accepted; how many."""
         edits = self._docs.get(uri)

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from dg_lsp.context.layout import COMMENT, Snippet, chat_related, fim_ids
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole
+from dg_lsp.holes import Hole, leading_ws
 from dg_lsp.nextedit.history import Edit, render
 from dg_lsp.nextedit.window import Window
 from dg_lsp.prompt import SELECTION_MARGIN, Prompt, build_prompt, hole_info
@@ -54,15 +54,14 @@ INSTRUCTION = ("This is a next-edit suggestion: predict the edit the user will m
 
 def window_hole(snap: Snapshot, win: Window) -> Hole:
     """The window as the hole a next edit replaces (a selection of whole lines)."""
-    line = snap.text[win.start:snap.line_end(win.start)]
-    indent = line[:len(line) - len(line.lstrip(" \t"))]
+    indent = leading_ws(snap.text[win.start:snap.line_end(win.start)])
     return Hole("selection", win.start, win.end, indent, win.last - win.first + 1, win.text)
 
 
 def window_budget(fmt: PromptFormat) -> int:
     """Tokens the window may have so that its canvas (the window x 1.5 plus a margin, dg_lsp.prompt.target_tokens,
     plus the format's answer headroom) fits the largest canvas length: room for the proposal to grow by half."""
-    room = max(fmt.canvas_lengths) - SELECTION_MARGIN - getattr(fmt, "canvas_headroom", 0)
+    room = max(fmt.canvas_lengths) - SELECTION_MARGIN - fmt.canvas_headroom
     return max(1, int(room / 1.5))
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import tree_sitter
-
 from dg_lsp.documents import Snapshot
+from dg_lsp.holes import ancestors
 
 Encode = Callable[[str], list[int]]
 MAX_LINE_CHARS = 1_000  # a window line longer than this (minified code, data) means no window
@@ -44,12 +43,11 @@ def _enclosing(snap: Snapshot, cursor: int) -> tuple[int, int] | None:
     if snap.tree is None or snap.spec is None:
         return None
     b = snap.byte_offset(cursor)
-    node: tree_sitter.Node | None = snap.tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None:
+    root = snap.tree.root_node
+    for node in ancestors(root, root.descendant_for_byte_range(b, b)):
         if node.type in snap.spec.scopes:
             s, e = snap.span(node)
             return snap.line_of(s), snap.line_of(max(s, e - 1))
-        node = node.parent
     return None
 
 
@@ -65,8 +63,8 @@ def _cut_statement(snap: Snapshot, line: int, first: int, last: int, lo: int, hi
     while start < end and text[start] in " \t":  # the line's first code character
         start += 1
     b = snap.byte_offset(start)
-    node: tree_sitter.Node | None = snap.tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None:
+    root = snap.tree.root_node
+    for node in ancestors(root, root.descendant_for_byte_range(b, b)):
         if node.type in snap.spec.statements:
             s, e = snap.span(node)
             s_line, e_line = snap.line_of(s), snap.line_of(max(s, e - 1))
@@ -76,7 +74,6 @@ def _cut_statement(snap: Snapshot, line: int, first: int, last: int, lo: int, hi
                 return s_line
             if not top and e_line > line:
                 return e_line
-        node = node.parent
     return line
 
 
