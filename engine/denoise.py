@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 
@@ -94,9 +94,14 @@ class DenoiseState:
 class NoiseSource(Protocol):
     """Where a step's random numbers come from, and the arithmetic that goes with them."""
 
-    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
-        """logits (C, V) raw head output (a source may overwrite it) -> the step's temperature-scaled distribution:
-        VocabOut with entropy, argmax, a sample drawn from this source (C,) and probabilities (C, V)."""
+    # Whether `sample` reads the soft-capped logits the step computes anyway (else they are freed before it runs).
+    wants_capped: ClassVar[bool]
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
+               st: DenoiseState) -> S.VocabOut:
+        """logits (C, V) raw head output (a source may overwrite it), capped (C, V) fp32 `model.softcap(logits)`
+        when `wants_capped`, else None -> the step's temperature-scaled distribution: VocabOut with entropy, argmax,
+        a sample drawn from this source (C,) and probabilities (C, V)."""
         ...
 
     def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
@@ -110,8 +115,10 @@ class CounterNoise:
     or the fused Triton kernel). Device-side only: traceable by torch.compile and capturable in a CUDA graph."""
 
     vocab_pass: S.VocabPass
+    wants_capped: ClassVar[bool] = False  # the vocab pass soft-caps inside its own pass over the logits
 
-    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
+               st: DenoiseState) -> S.VocabOut:
         temp = S.temperature((st.steps - st.step).to(torch.int32), st.steps, st.t_min, st.t_max)
         return self.vocab_pass(logits, 1.0 / temp, model.cfg.final_logit_softcapping,
                                rng.step_seeds(st.key, st.step, rng.SAMPLE, logits.shape[0]))
@@ -129,8 +136,11 @@ def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, nois
     # The argmax token's probability at temperature 1 (the sampling temperature sharpens the last steps to ~1.0
     # everywhere): read before sampling, which may overwrite `logits` with its probabilities.
     # softcap is monotone: the capped maximum is the cap of the raw one (no second pass over the capped logits)
-    prob = (model.softcap(logits.amax(-1)) - torch.logsumexp(model.softcap(logits), -1)).exp()  # (C,)
-    out = noise.sample(model, logits, st)
+    capped = model.softcap(logits)  # (C, V) fp32: the one soft-capped copy of the step
+    prob = (model.softcap(logits.amax(-1)) - torch.logsumexp(capped, -1)).exp()  # (C,)
+    if not noise.wants_capped:
+        capped = None  # freed before the vocab pass (which caps inside its kernel)
+    out = noise.sample(model, logits, capped, st)
     entropy, argmax = out.entropy[None], out.argmax[None]  # (1, C)
     accepted = S.accept_lowest(entropy) if one_per_step else S.entropy_bound_accept(entropy, st.bound)
     renoised = noise.renoise(st, v)  # (1, C)

@@ -35,10 +35,14 @@ class GeneratorNoise:
         self.gen, self.steps, self.t_min, self.t_max = gen, steps, t_min, t_max
         self.remaining = steps  # N..1, the reference's step counter (host-side: no read of the device's)
 
-    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, st: DenoiseState) -> S.VocabOut:
+    wants_capped = True  # the step's soft-capped logits are the reference's: divided by the temperature here
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
+               st: DenoiseState) -> S.VocabOut:
         temp = S.temperature(self.remaining, self.steps, self.t_min, self.t_max).to(logits.device)
         self.remaining -= 1
-        processed = model.softcap(logits[None]) / temp  # (1, C, V) fp32
+        assert capped is not None
+        processed = capped[None] / temp  # (1, C, V) fp32
         probs = torch.softmax(processed.to(model.embed_tokens.dtype), dim=-1, dtype=torch.float32)
         return S.VocabOut(S.reference_entropy(processed)[0], processed.argmax(dim=-1)[0],
                           S.reference_sample(processed, self.gen)[0], probs[0])
