@@ -60,6 +60,7 @@ def client_files(backend: Any, path: Path) -> dict[str, bytes]:
     file is beside it."""
     from engine.formats import gguf
     from engine.formats.hf_files import config_json, generation_config_json
+    from engine.prompts.template import find_chat_template
 
     side = gguf.tokenizer_dir(path)
     out = {name: (side / name).read_bytes() for name in CHECKPOINT_FILES if (side / name).is_file()}
@@ -70,8 +71,8 @@ def client_files(backend: Any, path: Path) -> dict[str, bytes]:
     tokenizer = getattr(backend, "tokenizer", None)
     if "tokenizer.json" not in out and tokenizer is not None:
         out["tokenizer.json"] = tokenizer.to_str().encode()
-    template = gguf.file_prompt(path, tokenizer=False)[1]
-    if template and not {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"} & set(out):
+    # the engine's rule (engine.prompts): a template file beside the checkpoint wins, else the file's own
+    if find_chat_template(side) is None and (template := gguf.file_prompt(path, tokenizer=False)[1]):
         out["chat_template.jinja"] = template.encode()
     return out
 

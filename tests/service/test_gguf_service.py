@@ -123,6 +123,8 @@ def test_the_language_servers_service_backend_fills_from_a_gguf_as_the_embedded_
 
 def test_a_chat_gguf_through_the_service_backend_gets_the_files_template(served, tmp_path):
     path = chat_gguf(tmp_path)
+    # a tokenizer_config.json beside it without a template: the file's template still applies, as in the engine
+    (path.parent / "tokenizer_config.json").write_text('{"model_max_length": 4096}')
     svc = served(path)
     backend = _client_backend(svc)
     try:
