@@ -9,21 +9,11 @@ from typing import Any
 from bench.common import median, percentile
 from bench.next_edit_mine import split_lines
 from bench.next_edit_tasks import Task
+from dg_lsp.documents import line_starts, offset_at
 from dg_lsp.languages import parser
 from dg_lsp.syntax import error_starts
 
 ACCEPT = "dg.acceptNextEdit"
-
-
-def offset(lines: list[str], line: int, u16col: int) -> int:
-    """A (line, UTF-16 column) position as an index into the text the lines make."""
-    if line >= len(lines):
-        return sum(len(x) for x in lines)
-    text, n, col = lines[line], 0, 0
-    while col < len(text) and n < u16col:
-        n += 2 if ord(text[col]) > 0xFFFF else 1
-        col += 1
-    return sum(len(x) for x in lines[:line]) + col
 
 
 def contract_errors(res: Any, uri: str, version: int) -> list[str]:
@@ -61,12 +51,12 @@ def applicable(res: object) -> bool:
 
 def apply_edits(text: str, edits: list[dict]) -> str:
     """The text with the edits applied (all against the same version: back to front)."""
-    lines = split_lines(text) or [""]
+    starts = line_starts(text)
     spans = []
     for e in edits:
         r = e["range"]
-        spans.append((offset(lines, r["start"]["line"], r["start"]["character"]),
-                      offset(lines, r["end"]["line"], r["end"]["character"]), e["text"]))
+        spans.append((offset_at(text, r["start"]["line"], r["start"]["character"], "utf-16", starts),
+                      offset_at(text, r["end"]["line"], r["end"]["character"], "utf-16", starts), e["text"]))
     for a, b, t in sorted(spans, reverse=True):
         text = text[:a] + t + text[b:]
     return text
