@@ -170,13 +170,6 @@ def reference_sample(processed: torch.Tensor, generator: torch.Generator) -> tor
     return torch.multinomial(probs.view(-1, v), num_samples=1, generator=generator).view(b, c)
 
 
-def reference_renoise(accepted_canvas: torch.Tensor, accepted: torch.Tensor, vocab: int,
-                      generator: torch.Generator) -> torch.Tensor:
-    """Replace every position not accepted this step by a fresh uniform id."""
-    noise = torch.randint(0, vocab, accepted_canvas.shape, generator=generator, device=accepted_canvas.device)
-    return torch.where(~accepted, noise, accepted_canvas)
-
-
 def cut_at_eos(ids: list[int], eos_ids: tuple[int, ...], pad_id: int) -> tuple[list[int], bool]:
     """Generated ids up to (not including) the first eos; pads dropped. Returns (ids, hit_eos)."""
     out = []
