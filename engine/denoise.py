@@ -88,7 +88,8 @@ class NoiseSource(Protocol):
     # Whether `sample` reads the soft-capped logits the step computes anyway (else they are freed before it runs).
     wants_capped: ClassVar[bool]
     # Device-side only (no Generator, no host state): a step with this source may be compiled or captured as a CUDA
-    # graph, on a context rounded up to a bucket. Otherwise the step runs eagerly on the exact context.
+    # graph, on a context rounded up to a bucket, and `start` may be called again to reload a run (a graph bucket
+    # shared by two runs). Otherwise the step runs eagerly on the exact context and `start` is called once a canvas.
     traceable: ClassVar[bool]
 
     def start(self, st: DenoiseState, vocab: int, seed: torch.Tensor | None, level: float) -> torch.Tensor:

@@ -67,7 +67,7 @@ class Schedule:
     bound: float
     confidence: float
     seed: tuple[int, ...] | None = None  # the canvas's starting ids (C of them), or None: from noise
-    noise: float = 1.0  # the seed's corruption level (NoiseSource.start)
+    level: float = 1.0  # the seed's corruption level (NoiseSource.start)
 
 
 class CanvasRun:
@@ -167,7 +167,7 @@ class StepRunner:
         if s.seed is not None:  # an asynchronous copy: the host does not wait for the device's queue
             seed = torch.tensor([s.seed], dtype=torch.long).to(self.device, non_blocking=True)
         state.start(run.noise, s.key, m.cfg.vocab_size, s.steps, s.t_min, s.t_max, s.bound, s.confidence, seed,
-                    s.noise)
+                    s.level)
 
     def prepare(self, run: CanvasRun) -> tuple[DecodeKV, DenoiseState]:
         if not run.graphed:
