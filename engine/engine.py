@@ -226,7 +226,7 @@ class Engine:
         before a reload may still run on this engine)."""
 
     def encode(self, text: str) -> list[int]:
-        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it: 3 s for 1 MB of text, during
+        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it for the whole text, during
         # which no other thread of the process runs); _fast skips the offsets. Same ids as encode.
         return self._tok().encode_batch_fast([text], add_special_tokens=False)[0].ids
 
