@@ -30,7 +30,7 @@ from dg_lsp.prompt import Prompt, build_prompt
 from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
 from dg_lsp.trace import Trace
 from dg_lsp.worker import SEED, EngineJob, Ticket, Worker
-from engine.seam import FillResult, InfillBackend, RequestKind, StepDraft
+from engine.seam import FillResult, InfillBackend, PromptFormat, RequestKind, StepDraft
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,13 @@ class Shape:
     seed_noise: float | None = None
     drafts: bool = True
 
+    def policy(self, policy: Policy) -> Policy:
+        """`policy` with this shape's seed noise and drafts."""
+        if self.seed_noise is None and self.drafts:
+            return policy
+        return replace(policy, seed_noise=policy.seed_noise if self.seed_noise is None else self.seed_noise,
+                       drafts=policy.drafts and self.drafts)
+
 
 HOLE_FILL = Shape()
 
@@ -173,16 +180,9 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
         return identity_of(snap.uri) == snap.identity
 
     with trace.span("fill"):
-        if shape.seed_noise is not None or not shape.drafts:
-            policy = replace(policy, seed_noise=policy.seed_noise if shape.seed_noise is None else shape.seed_noise,
-                             drafts=policy.drafts and shape.drafts)
-        fmt = backend.prompt_format
+        policy, fmt, encode = shape.policy(policy), backend.prompt_format, caches.encoder(backend)
         with trace.span("prompt"):
-            encode, budget = caches.encoder(backend), fmt.context_budget(policy.context_tokens)
-            snippets, path = ((), "")
-            if related is not None and policy.cross_file_tokens > 0:
-                snippets, path = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
-            prompt = shape.build(snap, hole, encode, fmt, budget, snippets, path)
+            prompt = _prompt(snap, hole, policy, fmt, encode, related, shape)
         init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
         key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps,
                                            policy.entropy_bound, SEED, prompt.max_canvases),
@@ -230,19 +230,36 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
         if not current():  # also explains a cancel caused by a keystroke
             fill, withheld, reason = None, None, "document changed"
 
-    total_ms = trace.ms("fill") or 0.0
-    stats = FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
-                      cached="lru" if hit is not None else False, steps=run.steps, cancelled=run.cancelled,
-                      steps_after_cancel=run.steps_after_cancel, reused_prefix_tokens=run.reused_prefix_tokens,
-                      engine_ms=run.engine_ms, context_tokens=len(prompt.context_ids),
-                      canvas_length=prompt.canvas_length, prompt_ms=trace.ms("prompt") or 0.0,
-                      engine_wall_ms=trace.ms("engine"), post_ms=trace.ms("post"), check_prepared=check_prepared,
-                      total_ms=total_ms, server_ms=round(total_ms - run.engine_ms, 3), reason=reason,
-                      confidence=run.confidence, min_confidence=policy.min_confidence, error=run.error,
-                      cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
-                      cross_file_tokens=prompt.cross_file_tokens)
+    stats = _figures(request_id, snap, policy, prompt, run, hit is not None, check_prepared, reason, trace,
+                     related is not None)
     log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
     return FillOutcome(fill, reason, stats, withheld)
+
+
+def _prompt(snap: Snapshot, hole: Hole, policy: Policy, fmt: PromptFormat, encode: Callable[[str], list[int]],
+            related: Related | None, shape: Shape) -> Prompt:
+    """The prompt stage: context from other files (when on), then the shape's prompt within the format's budget."""
+    budget = fmt.context_budget(policy.context_tokens)
+    snippets, path = ((), "")
+    if related is not None and policy.cross_file_tokens > 0:
+        snippets, path = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
+    return shape.build(snap, hole, encode, fmt, budget, snippets, path)
+
+
+def _figures(request_id: str, snap: Snapshot, policy: Policy, prompt: Prompt, run: EngineRun, cached: bool,
+             check_prepared: bool | None, reason: str | None, trace: Trace, related: bool) -> FillStats:
+    """A finished fill's figures: its stages' times from the trace's spans, the engine's from its result."""
+    total_ms = trace.ms("fill") or 0.0
+    return FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
+                     cached="lru" if cached else False, steps=run.steps, cancelled=run.cancelled,
+                     steps_after_cancel=run.steps_after_cancel, reused_prefix_tokens=run.reused_prefix_tokens,
+                     engine_ms=run.engine_ms, context_tokens=len(prompt.context_ids),
+                     canvas_length=prompt.canvas_length, prompt_ms=trace.ms("prompt") or 0.0,
+                     engine_wall_ms=trace.ms("engine"), post_ms=trace.ms("post"), check_prepared=check_prepared,
+                     total_ms=total_ms, server_ms=round(total_ms - run.engine_ms, 3), reason=reason,
+                     confidence=run.confidence, min_confidence=policy.min_confidence, error=run.error,
+                     cross_file=prompt.cross_file if related and policy.cross_file_tokens else None,
+                     cross_file_tokens=prompt.cross_file_tokens)
 
 
 def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], list[int]],
