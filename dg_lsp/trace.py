@@ -33,7 +33,7 @@ def _ms(a: float, b: float) -> float:
 
 
 class Span:
-    """One stage's timing as a context manager (a class, not a generator: a few hundred nanoseconds a span)."""
+    """One stage's timing as a context manager (a slotted class: cheaper on the keystroke path than a generator)."""
 
     __slots__ = ("_spans", "_name", "_start")
 
