@@ -152,16 +152,14 @@ class CheckpointConfig:
         if not self.eos_token_ids or any(not 0 <= t < self.text.vocab_size for t in self.eos_token_ids):
             raise ConfigError(f"eos ids {list(self.eos_token_ids)} must be non-empty and in [0, vocab_size)")
 
-    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
+    def settings_in_force(self) -> dict[str, dict[str, Any]]:
         """{name: {"value": v, "source": s}} for each sampler setting (max_denoising_steps named "steps"), the eos
-        ids and the canvas length; `overrides` (those names, None = not set) are reported as settings."""
+        ids, the canvas length and min_confidence (engine.seam.SettingsInForce). Settings given over the checkpoint's
+        values are already in `sampler`, with the source SETTING (`apply_overrides`)."""
         out: dict[str, dict[str, Any]] = {}
         for field_name in SAMPLER_FIELDS:
             name = "steps" if field_name == "max_denoising_steps" else field_name
-            value, source = getattr(self.sampler, field_name), self.sources.get(field_name, DEFAULT)
-            if overrides.get(name) is not None:
-                value, source = overrides[name], SETTING
-            out[name] = {"value": value, "source": source}
+            out[name] = {"value": getattr(self.sampler, field_name), "source": self.sources.get(field_name, DEFAULT)}
         out["eos_token_ids"] = {"value": list(self.eos_token_ids), "source": self.sources.get("eos_token_ids",
                                                                                                CONFIG_JSON)}
         out["canvas_length"] = {"value": self.canvas_length, "source": self.sources.get("canvas_length", DEFAULT)}

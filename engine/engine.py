@@ -199,12 +199,8 @@ class Engine:
 
     # -- the engine seam (engine.seam.InfillBackend) ---------------------------------------------------------------
     @property
-    def model_name(self) -> str:
-        return self.path.name
-
-    @property
     def name(self) -> str:
-        return self.model_name
+        return self.path.name
 
     @property
     def prompt_format(self) -> PromptFormat:
