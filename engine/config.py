@@ -281,12 +281,10 @@ def apply_overrides(sampler: SamplerDefaults, sources: dict[str, str],
 
 
 def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
-    """config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with each value's source."""
+    """A checkpoint directory's config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with
+    each value's source. A GGUF file's config is in its metadata (engine.formats.gguf.checkpoint_config);
+    engine.loader.load_checkpoint_config reads either."""
     path = Path(checkpoint)
-    from engine.formats import gguf
-
-    if gguf.is_gguf(path):  # a llama.cpp GGUF file: its metadata (engine.formats.gguf)
-        return gguf.checkpoint_config(gguf.open_gguf(path), overrides)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise ConfigError(f"{path} has no config.json (is it a checkpoint directory?)")
