@@ -62,7 +62,7 @@ def mixes() -> dict:
     stored, embedding and norms dequantized to bf16 at load, the KV cache of a 4k context and the fill's working
     memory beside them, 1 GB for the CUDA context)."""
     from engine.formats.gguf import hf_name
-    from engine.loader import map_name
+    from engine.model import map_name
     from engine.quant.modules import is_target
 
     cfg = memory.gemma4_26b_a4b()
@@ -119,7 +119,7 @@ def kernel_error() -> float:
 def dequantized_mb(path: Path, compute_bytes: int) -> float:
     """MB of the tensors a weights=auto load dequantizes to the compute dtype (embedding, norms, router...)."""
     from engine.formats.gguf import IGNORED, hf_name, open_gguf
-    from engine.loader import map_name
+    from engine.model import map_name
     from engine.quant.modules import is_target
 
     info = open_gguf(path)

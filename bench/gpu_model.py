@@ -117,7 +117,7 @@ def transformers_twin(model: DiffusionGemmaText, raw: dict, canvas_length: int =
     Vision-tower parameters (a tiny config; generate never runs them) are zero-filled."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
-    from engine.loader import map_name
+    from engine.model import map_name
     from engine.testing import TINY_VISION
 
     p0 = next(model.parameters())

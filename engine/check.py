@@ -53,6 +53,7 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
         t0 = time.perf_counter()
         from engine.formats import gguf
         from engine.quant.memory import report
+        from engine.quant.plan import gguf_weight_bytes
 
         if model is not None and gguf.is_gguf(model):  # the file's mix before loading: a refusal still names it
             out["checkpoint"] = gguf.summary(model)
@@ -62,7 +63,7 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
         out["checkpoint"]["tokenizer"] = _tokenizer_source(eng)
         memory = report(eng.config.text, eng.device, eng.dtype.itemsize)
         if out["checkpoint"]["format"] == "gguf":
-            packed = gguf.weight_bytes(model, eng.dtype.itemsize)
+            packed = gguf_weight_bytes(model, eng.dtype.itemsize)
             memory["bytes"]["gguf"] = packed
             memory["lines"].insert(0, f"weights gguf (blocks kept packed, weights=auto): {packed / 1e9:.2f} GB")
         out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),

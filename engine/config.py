@@ -152,16 +152,14 @@ class CheckpointConfig:
         if not self.eos_token_ids or any(not 0 <= t < self.text.vocab_size for t in self.eos_token_ids):
             raise ConfigError(f"eos ids {list(self.eos_token_ids)} must be non-empty and in [0, vocab_size)")
 
-    def settings_in_force(self, **overrides: Any) -> dict[str, dict[str, Any]]:
+    def settings_in_force(self) -> dict[str, dict[str, Any]]:
         """{name: {"value": v, "source": s}} for each sampler setting (max_denoising_steps named "steps"), the eos
-        ids and the canvas length; `overrides` (those names, None = not set) are reported as settings."""
+        ids, the canvas length and min_confidence (engine.seam.SettingsInForce). Settings given over the checkpoint's
+        values are already in `sampler`, with the source SETTING (`apply_overrides`)."""
         out: dict[str, dict[str, Any]] = {}
         for field_name in SAMPLER_FIELDS:
             name = "steps" if field_name == "max_denoising_steps" else field_name
-            value, source = getattr(self.sampler, field_name), self.sources.get(field_name, DEFAULT)
-            if overrides.get(name) is not None:
-                value, source = overrides[name], SETTING
-            out[name] = {"value": value, "source": source}
+            out[name] = {"value": getattr(self.sampler, field_name), "source": self.sources.get(field_name, DEFAULT)}
         out["eos_token_ids"] = {"value": list(self.eos_token_ids), "source": self.sources.get("eos_token_ids",
                                                                                                CONFIG_JSON)}
         out["canvas_length"] = {"value": self.canvas_length, "source": self.sources.get("canvas_length", DEFAULT)}
@@ -283,12 +281,10 @@ def apply_overrides(sampler: SamplerDefaults, sources: dict[str, str],
 
 
 def load_config(checkpoint: str | Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
-    """config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with each value's source."""
+    """A checkpoint directory's config.json + generation_config.json (+ `overrides`, see `apply_overrides`), with
+    each value's source. A GGUF file's config is in its metadata (engine.formats.gguf.checkpoint_config);
+    engine.loader.load_checkpoint_config reads either."""
     path = Path(checkpoint)
-    from engine.formats import gguf
-
-    if gguf.is_gguf(path):  # a llama.cpp GGUF file: its metadata (engine.formats.gguf)
-        return gguf.checkpoint_config(gguf.open_gguf(path), overrides)
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise ConfigError(f"{path} has no config.json (is it a checkpoint directory?)")

@@ -16,10 +16,10 @@ from tokenizers import Tokenizer
 
 from engine import rng
 from engine import sampler as S
-from engine.config import CheckpointConfig, load_config
+from engine.config import CheckpointConfig
 from engine.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
 from engine.kv_cache import KVCache, kv_bytes
-from engine.loader import load_model, load_tokenizer
+from engine.loader import load_checkpoint_config, load_model, load_tokenizer
 from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
@@ -159,7 +159,7 @@ class Engine:
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir() and not (path.is_file() and path.suffix == ".gguf"):
             raise FileNotFoundError(f"model directory {path} does not exist (nor is it a .gguf file)")
-        config = load_config(path, sampler)
+        config = load_checkpoint_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         plan = resolve_weights(weights, path, config.text, dev, dt)
@@ -199,12 +199,8 @@ class Engine:
 
     # -- the engine seam (engine.seam.InfillBackend) ---------------------------------------------------------------
     @property
-    def model_name(self) -> str:
-        return self.path.name
-
-    @property
     def name(self) -> str:
-        return self.model_name
+        return self.path.name
 
     @property
     def prompt_format(self) -> PromptFormat:

@@ -1,4 +1,5 @@
-"""safetensors checkpoint -> DiffusionGemmaText on the target device: built on the meta device, then filled.
+"""A checkpoint -> its config, tokenizer and DiffusionGemmaText on the target device (built on the meta device, then
+filled), each read in the checkpoint's format.
 
 Single-file and sharded (model.safetensors.index.json) checkpoints, plain or compressed-tensors FP8, or a llama.cpp
 GGUF file (engine.formats.gguf: its tensors under their HF names); vision-tower
@@ -11,14 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 
-from engine.config import TextConfig
+from engine.config import CheckpointConfig, TextConfig, load_config
 from engine.formats import gguf
-from engine.model import DiffusionGemmaText
+from engine.model import DiffusionGemmaText, map_name
 from engine.quant.checkpoint import tensors as source_tensors
 from engine.quant.plan import WeightPlan
 
@@ -27,7 +30,6 @@ class CheckpointError(ValueError):
     """Missing, unexpected or mis-shaped tensors; the message lists them."""
 
 
-_SKIP = re.compile(r"^model\.encoder\.(vision_tower|embed_vision)\.|^model\.(vision_tower|embed_vision)\.")
 # Encoder tensors (names after "model.encoder.language_model.") that transformers ties to the decoder's under a tied
 # top-level config: its patterns match weights, scales and expert tensors, not biases or buffers.
 _TIED_IN_REFERENCE = re.compile(
@@ -35,40 +37,13 @@ _TIED_IN_REFERENCE = re.compile(
     r"|down_proj))$")
 _ENCODER = "model.encoder.language_model."
 
-# checkpoint suffix (after the decoder / encoder.language_model prefix) -> our parameter suffix
-_RENAMES = [
-    (re.compile(r"^embed_tokens\.weight$"), "embed_tokens"),
-    (re.compile(r"^norm\.weight$"), "norm"),
-    (re.compile(r"^self_conditioning\.pre_norm\.weight$"), "self_conditioning.pre_norm"),
-    (re.compile(r"^self_conditioning\.(gate_proj|up_proj|down_proj)\.weight$"), r"self_conditioning.mlp.\1.weight"),
-    (re.compile(r"^layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight$"), r"layers.\1.self_attn.\2"),
-    (re.compile(r"^layers\.(\d+)\.self_attn\.([qkvo]_proj)\.(weight|bias)$"), r"layers.\1.self_attn.\2.\3"),
-    (re.compile(r"^layers\.(\d+)\.mlp\.(gate_proj|up_proj|down_proj)\.weight$"), r"layers.\1.mlp.\2.weight"),
-    (re.compile(r"^layers\.(\d+)\.router\.proj\.weight$"), r"layers.\1.moe.router_proj.weight"),
-    (re.compile(r"^layers\.(\d+)\.router\.scale$"), r"layers.\1.moe.router_scale"),
-    (re.compile(r"^layers\.(\d+)\.router\.per_expert_scale$"), r"layers.\1.moe.per_expert_scale"),
-    (re.compile(r"^layers\.(\d+)\.experts\.(gate_up_proj|down_proj)$"), r"layers.\1.moe.\2"),
-    (re.compile(r"^layers\.(\d+)\.((?:input|post_attention|pre_feedforward|post_feedforward)_layernorm(?:_[12])?)"
-                r"\.weight$"), r"layers.\1.\2"),
-]
 
-
-def map_name(name: str) -> str | None:
-    """Checkpoint tensor name -> our state-dict key; None for tensors we skip (vision)."""
-    if _SKIP.match(name):
-        return None
-    if name == "lm_head.weight":
-        return "lm_head"
-    m = re.match(r"^model\.(decoder|encoder\.language_model)\.layers\.(\d+)\.layer_scalar$", name)
-    if m:
-        return f"layers.{m.group(2)}.{'dec' if m.group(1) == 'decoder' else 'enc'}_layer_scalar"
-    m = re.match(r"^model\.(?:decoder|encoder\.language_model)\.(.+)$", name)
-    if not m:
-        return ""
-    for pattern, repl in _RENAMES:
-        if pattern.match(m.group(1)):
-            return pattern.sub(repl, m.group(1))
-    return ""
+def load_checkpoint_config(path: Path, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
+    """The config of a checkpoint directory (engine.config.load_config) or of a llama.cpp GGUF file (its metadata),
+    `overrides` applied (engine.config.apply_overrides)."""
+    if gguf.is_gguf(path):
+        return gguf.checkpoint_config(gguf.open_gguf(path), overrides)
+    return load_config(path, overrides)
 
 
 def checkpoint_files(path: Path) -> list[Path]:

@@ -5,6 +5,7 @@ reads it. Both share every weight (unless the checkpoint gives the encoder its o
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 import torch.nn.functional as F
@@ -320,3 +321,42 @@ class DiffusionGemmaText(nn.Module):
         if soft is None:
             soft = torch.zeros(*canvas.shape, self.cfg.hidden_size, device=canvas.device, dtype=w.dtype)
         return self.softcap(self.decode_step(canvas, soft, kv))
+
+
+# -- checkpoint names: the state-dict keys above under the names an HF checkpoint stores them (every reader, the
+# safetensors one and engine.formats.gguf's, hands out HF names; transformers keeps such a map with its model too)
+_SKIP = re.compile(r"^model\.encoder\.(vision_tower|embed_vision)\.|^model\.(vision_tower|embed_vision)\.")
+# checkpoint suffix (after the decoder / encoder.language_model prefix) -> our parameter suffix
+_RENAMES = [
+    (re.compile(r"^embed_tokens\.weight$"), "embed_tokens"),
+    (re.compile(r"^norm\.weight$"), "norm"),
+    (re.compile(r"^self_conditioning\.pre_norm\.weight$"), "self_conditioning.pre_norm"),
+    (re.compile(r"^self_conditioning\.(gate_proj|up_proj|down_proj)\.weight$"), r"self_conditioning.mlp.\1.weight"),
+    (re.compile(r"^layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight$"), r"layers.\1.self_attn.\2"),
+    (re.compile(r"^layers\.(\d+)\.self_attn\.([qkvo]_proj)\.(weight|bias)$"), r"layers.\1.self_attn.\2.\3"),
+    (re.compile(r"^layers\.(\d+)\.mlp\.(gate_proj|up_proj|down_proj)\.weight$"), r"layers.\1.mlp.\2.weight"),
+    (re.compile(r"^layers\.(\d+)\.router\.proj\.weight$"), r"layers.\1.moe.router_proj.weight"),
+    (re.compile(r"^layers\.(\d+)\.router\.scale$"), r"layers.\1.moe.router_scale"),
+    (re.compile(r"^layers\.(\d+)\.router\.per_expert_scale$"), r"layers.\1.moe.per_expert_scale"),
+    (re.compile(r"^layers\.(\d+)\.experts\.(gate_up_proj|down_proj)$"), r"layers.\1.moe.\2"),
+    (re.compile(r"^layers\.(\d+)\.((?:input|post_attention|pre_feedforward|post_feedforward)_layernorm(?:_[12])?)"
+                r"\.weight$"), r"layers.\1.\2"),
+]
+
+
+def map_name(name: str) -> str | None:
+    """Checkpoint tensor name -> our state-dict key; None for tensors we skip (vision)."""
+    if _SKIP.match(name):
+        return None
+    if name == "lm_head.weight":
+        return "lm_head"
+    m = re.match(r"^model\.(decoder|encoder\.language_model)\.layers\.(\d+)\.layer_scalar$", name)
+    if m:
+        return f"layers.{m.group(2)}.{'dec' if m.group(1) == 'decoder' else 'enc'}_layer_scalar"
+    m = re.match(r"^model\.(?:decoder|encoder\.language_model)\.(.+)$", name)
+    if not m:
+        return ""
+    for pattern, repl in _RENAMES:
+        if pattern.match(m.group(1)):
+            return pattern.sub(repl, m.group(1))
+    return ""

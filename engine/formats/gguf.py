@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.config import CheckpointConfig, LayerSpec, RopeSpec, SamplerDefaults, TextConfig, apply_overrides
 from engine.formats.gguf_quants import BLOCKS
 from engine.quant.formats import QuantParts
 
@@ -223,10 +224,8 @@ def _per_layer(value: Any, n: int, key: str) -> list:
     return values
 
 
-def text_config(info: GGUFInfo):
+def text_config(info: GGUFInfo) -> TextConfig:
     """The engine's TextConfig from the metadata (HF DiffusionGemmaTextConfig fields under llama.cpp's keys)."""
-    from engine.config import LayerSpec, RopeSpec, TextConfig
-
     a = f"{ARCH}."
     need = lambda key: info.get(a + key, required=True)  # noqa: E731
     n = int(need("block_count"))
@@ -274,11 +273,10 @@ SAMPLER_KEYS = {"diffusion.eb_max_steps": "max_denoising_steps", "diffusion.eb_t
                 "diffusion.eb_confidence_threshold": "confidence_threshold"}
 
 
-def checkpoint_config(info: GGUFInfo, overrides=None):
+def checkpoint_config(info: GGUFInfo, overrides: Mapping[str, Any] | None = None) -> CheckpointConfig:
     """CheckpointConfig: the text config, `diffusion.canvas_length` (required), sampler defaults from
-    `diffusion.eb_*` (source "gguf metadata"; missing ones keep the reference defaults, listed as defaulted)."""
-    from engine.config import CheckpointConfig, SamplerDefaults, apply_overrides
-
+    `diffusion.eb_*` (source "gguf metadata"; missing ones keep the reference defaults, listed as defaulted), then
+    `overrides` (engine.config.apply_overrides)."""
     text = text_config(info)
     canvas = int(info.get("diffusion.canvas_length", required=True))
     if canvas <= 0:
@@ -346,24 +344,6 @@ def tensors(path: str | Path, cfg) -> Iterator[tuple[str, tuple[int, ...], Calla
         if name in IGNORED:
             continue
         yield hf_name(name), t.shape, (lambda t=t: _read(t))
-
-
-def weight_bytes(path: str | Path, compute_bytes: int) -> int:
-    """Bytes of the model's weights served packed (weights=auto): quantized targets as stored, every other tensor in
-    the compute dtype."""
-    from engine.loader import map_name
-    from engine.quant.modules import is_target
-
-    info = open_gguf(path)
-    total = 0
-    for name, t in info.tensors.items():
-        if name in IGNORED:
-            continue
-        hf = hf_name(name)
-        key = map_name(hf) if hf else None
-        packed = t.qtype not in ("F32", "F16", "BF16") and key is not None and is_target(key)
-        total += t.nbytes if packed else int(np.prod(t.shape)) * compute_bytes
-    return total
 
 
 def summary(path: str | Path) -> dict[str, Any]:

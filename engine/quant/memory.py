@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import TextConfig, parse_text_config
+from engine.model import DiffusionGemmaText
 from engine.quant.formats import FORMATS, INT4_GROUP, INT4_SYMMETRIC, quantized_nbytes
 from engine.quant.modules import is_target
 
@@ -36,8 +37,6 @@ def gemma4_26b_a4b() -> TextConfig:
 
 def weight_shapes(cfg: TextConfig) -> dict[str, tuple[int, ...]]:
     """Our state-dict key -> shape, from the model built on the meta device (nothing allocated)."""
-    from engine.model import DiffusionGemmaText
-
     with torch.device("meta"):
         model = DiffusionGemmaText(cfg)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}

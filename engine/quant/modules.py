@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.moe import grouped_linear
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
 
 # Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,
@@ -84,8 +85,6 @@ class QuantWeight(nn.Module):
         x = self._act(x)
         if self._use_kernel(x):
             return self._kernel()(x, self.parts, offsets)
-        from engine.moe import grouped_linear
-
         # Elsewhere: the whole stack (E, N, K) dequantized to x's dtype, then the dense grouped GEMM (torch's
         # grouped_mm; where there is none, a bmm padded to S rows per expert): no loop over experts, and the
         # offsets never leave the device.

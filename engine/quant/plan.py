@@ -5,6 +5,7 @@ while reading: each target weight is quantized as soon as it is read, so peak me
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from torch import nn
 
 from engine.config import TextConfig
 from engine.formats import gguf
+from engine.model import map_name
 from engine.quant import memory
 from engine.quant.checkpoint import fp8_dynamic_scheme, quantization_config
 from engine.quant.formats import INT4_GROUP, INT4_SYMMETRIC, QUANTIZED, QuantParts, dequantize, quantize
@@ -124,6 +126,20 @@ def own_format(path: Path) -> str | None:
     return "fp8"
 
 
+def gguf_weight_bytes(path: str | Path, compute_bytes: int) -> int:
+    """Bytes of a GGUF checkpoint's weights served packed (weights=auto, see `WeightPlan.convert`): quantized targets
+    as stored, every other tensor in the compute dtype."""
+    total = 0
+    for name, t in gguf.open_gguf(path).tensors.items():
+        if name in gguf.IGNORED:
+            continue
+        hf = gguf.hf_name(name)
+        key = map_name(hf) if hf else None
+        packed = t.qtype not in ("F32", "F16", "BF16") and key is not None and is_target(key)
+        total += t.nbytes if packed else math.prod(t.shape) * compute_bytes
+    return total
+
+
 def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dtype: torch.dtype,
             free: int | None = None, context_tokens: int = memory.DEFAULT_CONTEXT_TOKENS) -> WeightPlan:
     """The plan for `weights` (auto | bf16 | int8 | int4 | fp8), after the fit check (raises memory.FitError with
@@ -135,7 +151,7 @@ def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dty
     if own == "gguf":
         if weights == "auto":  # the blocks stay packed, dequantized per matmul
             overhead = memory.overhead_bytes(device)
-            fit = memory.Fit("gguf", gguf.weight_bytes(path, dtype.itemsize),
+            fit = memory.Fit("gguf", gguf_weight_bytes(path, dtype.itemsize),
                              memory.reserve_bytes(cfg, dtype.itemsize, context_tokens, overhead=overhead), free)
             if not fit.fits:
                 raise memory.FitError(f"{path}: needs {fit.weights / memory.GB:.1f} GB of packed weights "

@@ -9,7 +9,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
 from engine.check import weights_bytes
-from engine.config import ConfigError
+from engine.config import ConfigError, load_config
 from engine.engine import Engine
 from engine.model import KVCache
 from engine.testing import ENGINE_FIX_VARIANTS, build_tiny_checkpoint
@@ -123,7 +123,9 @@ def test_settings_override_the_generation_config(tmp_path):
     assert force["entropy_bound"] == {"value": 0.3, "source": "generation_config.json"}
     assert force["t_max"] == {"value": 0.8, "source": "default"}
     assert force["eos_token_ids"]["source"] == "config.json"
-    assert eng.config.settings_in_force(steps=3, entropy_bound=None)["steps"] == {"value": 3, "source": "setting"}
+    given = load_config(path, {"steps": 3, "entropy_bound": None}).settings_in_force()  # None: not set
+    assert given["steps"] == {"value": 3, "source": "setting"}
+    assert given["entropy_bound"] == {"value": 0.3, "source": "generation_config.json"}
     tuned = Engine.from_pretrained(path, device="cpu", sampler={"steps": 2, "t_max": 0.9})
     assert tuned.settings_in_force()["steps"] == {"value": 2, "source": "setting"}
     assert tuned.settings_in_force()["t_min"] == {"value": 0.2, "source": "generation_config.json"}

@@ -17,8 +17,7 @@ from safetensors import safe_open
 from torch import nn
 
 from engine.engine import Engine
-from engine.loader import map_name
-from engine.model import KVCache
+from engine.model import KVCache, map_name
 from engine.quant.modules import QuantLinear, QuantWeight
 
 STEPS = 6
