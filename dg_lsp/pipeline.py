@@ -28,8 +28,9 @@ from dg_lsp.holes import Hole
 from dg_lsp.prompt import Prompt, build_prompt
 from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
 from dg_lsp.trace import Trace
-from dg_lsp.worker import SEED, EngineJob, Ticket, Worker
-from engine.seam import FillResult, InfillBackend, RequestKind, StepDraft
+from dg_lsp.worker import SEED, Loaded, Ticket, Worker
+from engine.seam import FillResult, RequestKind, StepDraft
+from engine.seam_jobs import FillInputs
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +162,14 @@ class FillEvents:
     progress: Callable[[int, int], None] | None = None
 
 
-async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
+async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, engine: Loaded, caches: FillCaches, *,
                    worker: Worker, request_id: str, trace: Trace,
                    identity_of: Callable[[str], tuple[int, int] | None],
                    events: FillEvents, related: Related | None = None, shape: Shape = HOLE_FILL) -> FillOutcome:
-    """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring."""
+    """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring. `engine`:
+    the one backend (and its load) the prompt is built for and the job runs on."""
     t0 = trace.mark("fill")
+    backend = engine.backend
     if shape.seed_noise is not None or not shape.drafts:
         policy = replace(policy, seed_noise=policy.seed_noise if shape.seed_noise is None else shape.seed_noise,
                          drafts=policy.drafts and shape.drafts)
@@ -182,7 +185,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                       cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
                       cross_file_tokens=prompt.cross_file_tokens)
     init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
-    key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
+    key = (engine.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
                                        SEED, prompt.max_canvases),
            None if init_ids is None else (tuple(init_ids), policy.seed_noise))
 
@@ -213,7 +216,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
                     log.exception("syntax check baseline failed")
                     prepared.append(None)
 
-        raw, confidence, reason = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace,
+        raw, confidence, reason = await _run_engine(snap, hole, prompt, policy, engine, worker, request_id, trace,
                                                     stats, events, prepare, init_ids)
         if reason is None:
             caches.fills.put(key, (raw, confidence))
@@ -250,23 +253,23 @@ def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], 
     return list(encode(hole.replaced))[: prompt.canvas_length * prompt.max_canvases]  # the prompt's memo encoder
 
 
-async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
+async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, engine: Loaded,
                       worker: Worker, request_id: str, trace: Trace, stats: FillStats, events: FillEvents,
                       first_step: Callable[[], None], init_ids: list[int] | None = None
                       ) -> tuple[str, float | None, str | None]:
     """Run the engine job: (engine text, its confidence, None) or ("", None, why not). A cancelled task ends here
     as "cancelled"."""
-    ticket = worker.ticket(snap.uri, request_id, policy.kind, backend.new_cancel_token())
     draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
     on_step = _step_listener(snap, request_id, draft_range, events, first_step)
-    job = EngineJob(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
-                    prompt.max_canvases, on_step=on_step, draft_text=policy.drafts, init_ids=init_ids,
-                    start_noise=1.0 if init_ids is None else float(policy.seed_noise or 0.0))
+    inputs = FillInputs(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
+                        prompt.max_canvases, SEED, draft_text=policy.drafts, init_ids=init_ids,
+                        start_noise=1.0 if init_ids is None else float(policy.seed_noise or 0.0))
+    ticket = worker.ticket(snap.uri, request_id, policy.kind, engine, inputs, on_step)
     busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, events.busy)
     res: FillResult | None = None
     try:
         t_engine = time.perf_counter()
-        res = await worker.infill(ticket, job)
+        res = await worker.infill(ticket)
         stats.engine_wall_ms = round((trace.mark("resumed") - t_engine) * 1e3, 3)
         if ticket.started_at is not None and ticket.finished_at is not None:
             trace.mark("engine_started", ticket.started_at)
