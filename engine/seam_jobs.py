@@ -115,8 +115,8 @@ class Jobs(Generic[J]):
         self._live: dict[J, None] = {}  # insertion order: oldest first
 
     def add(self, job: J, why: str = "superseded") -> list[J]:
-        """Add `job`; cancel (with `why`) and return the jobs it supersedes."""
-        older = [] if job.key is None else [j for j in self._live if j.key == job.key]
+        """Add `job`; cancel (with `why`) and return the jobs it supersedes (those with its key not cancelled yet)."""
+        older = [] if job.key is None else [j for j in self._live if j.key == job.key and not j.cancelled]
         for j in older:
             j.cancel(why)
         self._live[job] = None
