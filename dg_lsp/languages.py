@@ -247,8 +247,8 @@ def parser(key: str) -> tree_sitter.Parser | None:
 # py-tree-sitter (0.25 and 0.26) never drops the reference its read-callback wrapper gets back from the callback: it
 # releases the buffer view it took of the returned object, not the object itself, so every object a `Parser.parse`
 # read callback returns lives until the process ends. Fresh `bytes` per call (as this module returned before) leaked
-# about twice the document's bytes per parse (the lexer reads some chunks twice): the 110-130 MB kept after closing
-# 200 documents of 200 KB opened in 1 ms slices (issue 21). So the callback returns one bytearray per thread, refilled
+# about twice the document's bytes per parse (the lexer reads some chunks twice): most of what stayed resident after
+# closing many big documents parsed in slices (issue 21). So the callback returns one bytearray per thread, refilled
 # at each call (the wrapper has released its view of it by then): the leaked references pile up on an object that
 # lives anyway. tests/reliability/test_tree_sitter_bugs.py keeps the reproduction.
 READ_CHUNK = 4096

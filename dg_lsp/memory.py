@@ -2,9 +2,9 @@
 
 py-tree-sitter allocates every tree through Python's allocator (PyMem_Malloc). Under pymalloc, the trees of a closed
 document free most of an arena, but the few Python objects that outlive it (a log record, a cached string) keep the
-arena's 1 MiB from going back to the OS: after 3 rounds of opening and closing 200 documents of 200 KB the server
-stayed ~325 MB above its baseline (tests/reliability/memory_rounds.py). With PYTHONMALLOC=malloc the same memory
-sits in glibc's free lists, and one malloc_trim(0) after the closes returns it (7 MB above the baseline).
+arena's 1 MiB from going back to the OS, so rounds of opening and closing big documents ratchet the server's memory up
+(tests/reliability/memory_rounds.py; `python -m bench.reliability` reports rss_after_close_mb). With
+PYTHONMALLOC=malloc the same memory sits in glibc's free lists, and one malloc_trim(0) after the closes returns it.
 
 PYTHONMALLOC is read when the interpreter starts, so the command line re-executes itself once with it set (an
 explicit PYTHONMALLOC in the environment is kept: `PYTHONMALLOC=pymalloc dg-lsp` runs without this).

@@ -2,8 +2,10 @@
 post-processing -> a `FillOutcome` with its figures.
 
 `run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.worker) while the loop awaits
-it and serves other messages. It reports through its arguments only: the outcome it returns, the marks it sets on
-the request's `Trace`, and `FillEvents` (drafts, progress, "busy"); the handler that called it sends dg/status.
+it and serves other messages. It reports through its arguments only: the outcome it returns, the spans it records on
+the request's `Trace` (dg_lsp.trace: a span per stage, around it), and `FillEvents` (drafts, progress, "busy"); the
+figures (`FillStats`) are read from the spans and the engine's result once the fill is done, and the handler that
+called it sends them in dg/status.
 A result for a document that changed meanwhile is dropped ("document changed"). A backend that fails a fill (a
 remote server's error) gives the reason "error", its message in `FillOutcome.error` and the figures' `error`.
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -29,7 +30,7 @@ from dg_lsp.prompt import Prompt, build_prompt
 from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
 from dg_lsp.trace import Trace
 from dg_lsp.worker import SEED, Loaded, Ticket, Worker
-from engine.seam import FillResult, RequestKind, StepDraft
+from engine.seam import FillResult, PromptFormat, RequestKind, StepDraft
 from engine.seam_jobs import FillInputs
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,13 @@ class Shape:
     seed_noise: float | None = None
     drafts: bool = True
 
+    def policy(self, policy: Policy) -> Policy:
+        """`policy` with this shape's seed noise and drafts."""
+        if self.seed_noise is None and self.drafts:
+            return policy
+        return replace(policy, seed_noise=policy.seed_noise if self.seed_noise is None else self.seed_noise,
+                       drafts=policy.drafts and self.drafts)
+
 
 HOLE_FILL = Shape()
 
@@ -166,48 +174,27 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, engine: Loaded, c
                    worker: Worker, request_id: str, trace: Trace,
                    identity_of: Callable[[str], tuple[int, int] | None],
                    events: FillEvents, related: Related | None = None, shape: Shape = HOLE_FILL) -> FillOutcome:
-    """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot; see the module docstring. `engine`:
+    """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot, each stage under its span of `trace`;
+    the figures are read from the spans and the engine's result at the end (see the module docstring). `engine`:
     the one backend (and its load) the prompt is built for and the job runs on."""
-    t0 = trace.mark("fill")
-    backend = engine.backend
-    if shape.seed_noise is not None or not shape.drafts:
-        policy = replace(policy, seed_noise=policy.seed_noise if shape.seed_noise is None else shape.seed_noise,
-                         drafts=policy.drafts and shape.drafts)
-    fmt = backend.prompt_format
-    encode, budget = caches.encoder(backend), fmt.context_budget(policy.context_tokens)
-    snippets, current = ((), "")
-    if related is not None and policy.cross_file_tokens > 0:
-        snippets, current = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
-    prompt = shape.build(snap, hole, encode, fmt, budget, snippets, current)
-    stats = FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
-                      context_tokens=len(prompt.context_ids), canvas_length=prompt.canvas_length,
-                      prompt_ms=round((trace.mark("prompt") - t0) * 1e3, 3),
-                      cross_file=prompt.cross_file if related is not None and policy.cross_file_tokens else None,
-                      cross_file_tokens=prompt.cross_file_tokens)
-    init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
-    key = (engine.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps, policy.entropy_bound,
-                                       SEED, prompt.max_canvases),
-           None if init_ids is None else (tuple(init_ids), policy.seed_noise))
 
     def current() -> bool:  # the same open of the document, at the same version (Snapshot.identity)
         return identity_of(snap.uri) == snap.identity
 
-    def draft(body: dict[str, Any]) -> None:  # a step handed to the loop after a keystroke or a reopen is stale
-        if current():
-            shown_draft(body)
+    with trace.span("fill"):
+        policy, fmt, encode = shape.policy(policy), engine.backend.prompt_format, caches.encoder(engine.backend)
+        with trace.span("prompt"):
+            prompt = _prompt(snap, hole, policy, fmt, encode, related, shape)
+        init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
+        key = (engine.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps,
+                                           policy.entropy_bound, SEED, prompt.max_canvases),
+               None if init_ids is None else (tuple(init_ids), policy.seed_noise))
 
-    shown_draft, events = events.draft, replace(events, draft=draft)
+        # The syntax check's baseline does not depend on the fill: the loop, idle while the engine runs, prepares
+        # it after the engine's first step. Not before the engine starts (it would sit on the keystroke's path) nor
+        # in another thread (tree-sitter holds the GIL while it parses, so the engine thread would wait for it).
+        prepared: list[SyntaxCheck | None] = []
 
-    # The syntax check's baseline does not depend on the fill: the loop, idle while the engine runs, prepares it
-    # after the engine's first step. Not before the engine starts (it would sit on the keystroke's path) nor in
-    # another thread (tree-sitter holds the GIL while it parses, so the engine thread would wait for it).
-    prepared: list[SyntaxCheck | None] = []
-    reason = None
-    hit = caches.fills.get(key)
-    raw, confidence = hit if hit is not None else ("", None)
-    if hit is not None:
-        stats.cached = "lru"
-    else:
         def prepare() -> None:
             if not prepared and current():
                 try:
@@ -216,31 +203,65 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, engine: Loaded, c
                     log.exception("syntax check baseline failed")
                     prepared.append(None)
 
-        raw, confidence, reason = await _run_engine(snap, hole, prompt, policy, engine, worker, request_id, trace,
-                                                    stats, events, prepare, init_ids)
-        if reason is None:
-            caches.fills.put(key, (raw, confidence))
-        prepared.append(None)  # too late now: postprocess prepares it itself
-    fill = None
-    if reason is None and current():
-        t_post = time.perf_counter()
-        stats.check_prepared = prepared[0] is not None if prepared else False
-        code = fmt.answer(raw, prompt.prefix, prompt.suffix)  # a chat answer's fences and echoes cut away
-        fill = shape.finish(snap, hole, code, prepared[0] if prepared else None, policy.parse_budget)
-        stats.post_ms = round((trace.mark("post") - t_post) * 1e3, 3)
-        if not fill:
-            fill, reason = None, "empty fill"
-    stats.confidence, stats.min_confidence = confidence, policy.min_confidence
-    withheld = None
-    if fill is not None and confidence is not None and confidence < policy.min_confidence and not policy.force:
-        withheld, fill, reason = fill, None, LOW_CONFIDENCE
-    if not current():  # also explains a cancel caused by a keystroke
-        fill, withheld, reason = None, None, "document changed"
-    stats.total_ms = round((trace.mark("filled") - t0) * 1e3, 3)
-    stats.server_ms = round(stats.total_ms - stats.engine_ms, 3)
-    stats.reason = reason
+        def draft(body: dict[str, Any]) -> None:  # a step handed to the loop after a keystroke or a reopen is stale
+            if current():
+                events.draft(body)
+
+        hit = caches.fills.get(key)
+        if hit is not None:
+            run = EngineRun(*hit)
+        else:
+            run = await _run_engine(snap, hole, prompt, policy, engine, worker, request_id, trace,
+                                    replace(events, draft=draft), prepare, init_ids)
+            if run.reason is None:
+                caches.fills.put(key, (run.text, run.confidence))
+            prepared.append(None)  # too late now: postprocess prepares it itself
+        fill, reason, check_prepared = None, run.reason, None
+        if reason is None and current():
+            with trace.span("post"):
+                check = prepared[0] if prepared else None
+                check_prepared = check is not None
+                code = fmt.answer(run.text, prompt.prefix, prompt.suffix)  # a chat answer's fences and echoes cut
+                fill = shape.finish(snap, hole, code, check, policy.parse_budget) or None
+            if fill is None:
+                reason = "empty fill"
+        withheld = None
+        if fill is not None and run.confidence is not None and run.confidence < policy.min_confidence \
+                and not policy.force:
+            withheld, fill, reason = fill, None, LOW_CONFIDENCE
+        if not current():  # also explains a cancel caused by a keystroke
+            fill, withheld, reason = None, None, "document changed"
+
+    stats = _figures(request_id, snap, policy, prompt, run, hit is not None, check_prepared, reason, trace,
+                     related is not None)
     log.info("fill %s %s v%s: %s", request_id, snap.uri, snap.version, stats)
     return FillOutcome(fill, reason, stats, withheld)
+
+
+def _prompt(snap: Snapshot, hole: Hole, policy: Policy, fmt: PromptFormat, encode: Callable[[str], list[int]],
+            related: Related | None, shape: Shape) -> Prompt:
+    """The prompt stage: context from other files (when on), then the shape's prompt within the format's budget."""
+    budget = fmt.context_budget(policy.context_tokens)
+    snippets, path = ((), "")
+    if related is not None and policy.cross_file_tokens > 0:
+        snippets, path = related(snap, hole.start, encode, min(policy.cross_file_tokens, budget // 2))
+    return shape.build(snap, hole, encode, fmt, budget, snippets, path)
+
+
+def _figures(request_id: str, snap: Snapshot, policy: Policy, prompt: Prompt, run: EngineRun, cached: bool,
+             check_prepared: bool | None, reason: str | None, trace: Trace, related: bool) -> FillStats:
+    """A finished fill's figures: its stages' times from the trace's spans, the engine's from its result."""
+    total_ms = trace.ms("fill") or 0.0
+    return FillStats(id=request_id, uri=snap.uri, version=snap.version, tree_fresh=snap.tree_fresh,
+                     cached="lru" if cached else False, steps=run.steps, cancelled=run.cancelled,
+                     steps_after_cancel=run.steps_after_cancel, reused_prefix_tokens=run.reused_prefix_tokens,
+                     engine_ms=run.engine_ms, context_tokens=len(prompt.context_ids),
+                     canvas_length=prompt.canvas_length, prompt_ms=trace.ms("prompt") or 0.0,
+                     engine_wall_ms=trace.ms("engine"), post_ms=trace.ms("post"), check_prepared=check_prepared,
+                     total_ms=total_ms, server_ms=round(total_ms - run.engine_ms, 3), reason=reason,
+                     confidence=run.confidence, min_confidence=policy.min_confidence, error=run.error,
+                     cross_file=prompt.cross_file if related and policy.cross_file_tokens else None,
+                     cross_file_tokens=prompt.cross_file_tokens)
 
 
 def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], list[int]],
@@ -253,12 +274,28 @@ def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], 
     return list(encode(hole.replaced))[: prompt.canvas_length * prompt.max_canvases]  # the prompt's memo encoder
 
 
+@dataclass(frozen=True)
+class EngineRun:
+    """What the engine gave for one fill (or the LRU, from an earlier one): the text and its confidence, or why
+    there is none ("cancelled", "error" with the backend's message), and the job's figures (engine.seam.FillResult's
+    meanings; zeros for an LRU hit)."""
+
+    text: str
+    confidence: float | None
+    reason: str | None = None
+    error: str | None = None
+    steps: int = 0
+    cancelled: bool = False  # a cancel reached the job (Ticket.steps_at_cancel)
+    steps_after_cancel: int | None = None
+    reused_prefix_tokens: int = 0
+    engine_ms: float = 0.0  # the FillResult's timings["total_ms"]
+
+
 async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, engine: Loaded,
-                      worker: Worker, request_id: str, trace: Trace, stats: FillStats, events: FillEvents,
-                      first_step: Callable[[], None], init_ids: list[int] | None = None
-                      ) -> tuple[str, float | None, str | None]:
-    """Run the engine job: (engine text, its confidence, None) or ("", None, why not). A cancelled task ends here
-    as "cancelled"."""
+                      worker: Worker, request_id: str, trace: Trace, events: FillEvents,
+                      first_step: Callable[[], None], init_ids: list[int] | None = None) -> EngineRun:
+    """Run the engine job under the trace's "engine" span (the engine thread's own as "engine_thread"). A cancelled
+    task ends here as "cancelled"."""
     draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
     on_step = _step_listener(snap, request_id, draft_range, events, first_step)
     inputs = FillInputs(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
@@ -268,27 +305,34 @@ async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy
     busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, events.busy)
     res: FillResult | None = None
     try:
-        t_engine = time.perf_counter()
-        res = await worker.infill(ticket)
-        stats.engine_wall_ms = round((trace.mark("resumed") - t_engine) * 1e3, 3)
-        if ticket.started_at is not None and ticket.finished_at is not None:
-            trace.mark("engine_started", ticket.started_at)
-            trace.mark("engine_finished", ticket.finished_at)
+        with trace.span("engine"):
+            res = await worker.infill(ticket)
     except asyncio.CancelledError:  # $/cancelRequest: the request is answered already; keep the figures
-        _job_stats(stats, ticket, None)
-        return "", None, "cancelled"
+        pass
     finally:
         busy.cancel()
         worker.release(ticket)
-    _job_stats(stats, ticket, res)
-    if res is not None and res.error is not None:  # a failure, never shown as a cancel
-        stats.error = res.error
-        return "", None, "error"
-    if res is None or res.cancelled:
-        return "", None, "cancelled"
-    if draft_range is not None:
-        events.draft(_draft_body(snap, request_id, draft_range, res.steps, res.steps, res.text, True))
-    return res.text, res.confidence, None
+    if res is not None and ticket.started_at is not None and ticket.finished_at is not None:
+        trace.record("engine_thread", ticket.started_at, ticket.finished_at)
+    run = _engine_run(ticket, res)
+    if run.reason is None and draft_range is not None:
+        events.draft(_draft_body(snap, request_id, draft_range, run.steps, run.steps, run.text, True))
+    return run
+
+
+def _engine_run(ticket: Ticket, res: FillResult | None) -> EngineRun:
+    """An engine job's outcome from its ticket and result (None: the task was cancelled before it came back). A
+    failure is "error", never a cancel."""
+    if ticket.steps_at_cancel is not None:
+        log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
+                 ticket.request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)
+    cancelled, after = ticket.steps_at_cancel is not None, ticket.steps_after_cancel
+    if res is None:
+        return EngineRun("", None, "cancelled", steps=ticket.steps_done, cancelled=cancelled, steps_after_cancel=after)
+    reason = "error" if res.error is not None else "cancelled" if res.cancelled else None
+    return EngineRun(res.text if reason is None else "", res.confidence if reason is None else None, reason,
+                     res.error, res.steps, cancelled, after, res.reused_prefix_tokens,
+                     round(float(res.timings.get("total_ms", 0.0)), 3))
 
 
 def _step_listener(snap: Snapshot, request_id: str, draft_range: T.Range | None, events: FillEvents,
@@ -314,16 +358,3 @@ def _draft_body(snap: Snapshot, request_id: str, rng: T.Range, step: int, steps:
     """A dg/draft notification's params (`rng`: the hole)."""
     return {"uri": snap.uri, "version": snap.version, "requestId": request_id, "step": step, "steps": steps,
             "text": text, "range": rng, "done": done}
-
-
-def _job_stats(stats: FillStats, ticket: Ticket, res: FillResult | None) -> None:
-    """The figures of one engine job from its ticket and result (None when it did not finish)."""
-    stats.steps = res.steps if res is not None else ticket.steps_done
-    stats.cancelled = ticket.steps_at_cancel is not None
-    stats.steps_after_cancel = ticket.steps_after_cancel
-    if res is not None:
-        stats.reused_prefix_tokens = res.reused_prefix_tokens
-        stats.engine_ms = round(float(res.timings.get("total_ms", 0.0)), 3)
-    if ticket.steps_at_cancel is not None:
-        log.info("request %s cancelled (%s) after step %d; %d step(s) ran after the cancel",
-                 ticket.request_id, ticket.why_cancelled, ticket.steps_at_cancel, ticket.steps_after_cancel)

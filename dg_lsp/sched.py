@@ -2,7 +2,7 @@
 
 Both threads sleep most of the time and must run at once when woken: the loop when a keystroke or an engine result
 comes, the engine thread when a job comes. On a busy machine the kernel lets the task on the CPU finish its slice
-first (1.4 ms by default here, several ms in practice with a few CPU-bound processes per core), and that wait
+first (`sched_base_slice_ns`; more in practice with a few CPU-bound processes per core), and that wait
 lands on the keystroke. A thread that asks for a shorter slice (`sched_attr.sched_runtime` with SCHED_OTHER, no
 privilege needed) may preempt it on wake-up; its share of the CPU does not change, only how it is cut. Best effort:
 on other systems, older kernels (which ignore the field) or any refusal, nothing happens.

@@ -47,10 +47,10 @@ KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2
 # Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
-# library's largest literal is 36 KB (locale.locale_alias); CPython parses 40 KB in ~2-4 ms CPU here.
+# library's largest literal, locale.locale_alias, fits; its CPU cost is gate.statement_check in `python -m bench.quality`.
 STATEMENT_MAX_CHARS = 40_000
 # Read whole by Python's parser for a next edit when neither the window nor the statement around the hole parses
-# before it (a window cut inside a string, a bracket): ~5-10 ms CPU, once; rare once windows start at a statement.
+# before it (a window cut inside a string, a bracket): once per proposal, and rare once windows start at a statement.
 FILE_MAX_CHARS = 120_000
 
 

@@ -1,12 +1,12 @@
 """The one denoising step: decoder -> sample (temperature, vocab pass, draw) -> accept -> renoise -> stopping rule
 -> self-conditioning, updating a `DenoiseState` in place. Where its random numbers come from is a parameter, the
-`NoiseSource`:
+`NoiseSource`; it also draws each canvas's first ids (`DenoiseState.start`):
 
 - `CounterNoise` (the engine's): counter-based draws (`engine.rng`) keyed by the canvas's key and step. No host
   sync, no Python-side state, no `torch.Generator`, shapes fixed by the canvas length and the `DecodeKV` bucket: the
   step runs eagerly, under `torch.compile(fullgraph=True)`, or as a replayed CUDA graph, and gives the same result.
-- `engine.reference_steps.GeneratorNoise` (reference-compatible mode): the draws and arithmetic of transformers'
-  `generate`, from one `torch.Generator`, for token-identical output.
+- `GeneratorNoise` (reference-compatible mode): the draws and arithmetic of transformers' `generate`, from one
+  `torch.Generator`, for token-identical output; eager only.
 
 The host reads one small tensor per step (`DenoiseState.out`: the argmax canvas, the accepted count, the stop flag
 and the token probabilities), the step's only host sync.
@@ -58,24 +58,15 @@ class DenoiseState:
                    t_min=torch.zeros((), **f32), t_max=torch.ones((), **f32), bound=torch.zeros((), **f32),
                    confidence=torch.zeros((), **f32), out=torch.zeros(2 * canvas + 2, **i64))
 
-    def start(self, key: int, vocab: int, steps: int, t_min: float, t_max: float, bound: float,
-              confidence: float, seed: torch.Tensor | None = None, noise: float = 1.0) -> None:
-        """Reset for a new canvas: a uniform random canvas, no self-conditioning, empty history. Device-side fills
-        only (no host-to-device copy that would wait for the device). `seed` (1, C) int64 on the device starts the
-        canvas from given ids instead, corrupted as the model was trained (uniform-noise diffusion): each position
-        independently replaced by the random canvas's id with probability `noise` (1: the random canvas, the seed
-        unused; 0: the seed as is). The mask's uniforms come from their own stream (`rng.SEED_MASK`), so the
-        random ids, and every later step's draws, are those of an unseeded canvas with the same key."""
+    def start(self, source: NoiseSource, key: int, vocab: int, steps: int, t_min: float, t_max: float,
+              bound: float, confidence: float, seed: torch.Tensor | None = None, level: float = 1.0) -> None:
+        """Reset for a new canvas: no self-conditioning, empty history, the first canvas drawn by `source`
+        (`NoiseSource.start`: uniform random ids, or `seed` (1, C) int64 on the device corrupted at `level`)."""
         self.reset(key, steps, t_min, t_max, bound, confidence)
-        c = self.canvas.shape[1]
-        fresh = rng.randint(rng.step_seeds(self.key, self.step, rng.INITIAL, c), vocab)[None]  # (1, C)
-        if seed is not None and noise < 1.0:
-            u = rng.uniform(rng.step_seeds(self.key, self.step, rng.SEED_MASK, c))[None]  # (1, C) in (0, 1)
-            fresh = torch.where(u < noise, fresh, seed)
-        self.canvas.copy_(fresh)
+        self.canvas.copy_(source.start(self, vocab, seed, level))
 
     def reset(self, key: int, steps: int, t_min: float, t_max: float, bound: float, confidence: float) -> None:
-        """Everything `start` resets but the canvas (a caller that draws the first canvas itself sets it after)."""
+        """Everything `start` resets but the canvas."""
         self.key.fill_(key)
         self.step.zero_()
         self.soft.zero_()
@@ -92,10 +83,21 @@ class DenoiseState:
 
 
 class NoiseSource(Protocol):
-    """Where a step's random numbers come from, and the arithmetic that goes with them."""
+    """Where a canvas's random numbers come from, and the arithmetic that goes with them."""
 
     # Whether `sample` reads the soft-capped logits the step computes anyway (else they are freed before it runs).
     wants_capped: ClassVar[bool]
+    # Device-side only (no Generator, no host state): a step with this source may be compiled or captured as a CUDA
+    # graph, on a context rounded up to a bucket, and `start` may be called again to reload a run (a graph bucket
+    # shared by two runs). Otherwise the step runs eagerly on the exact context and `start` is called once a canvas.
+    traceable: ClassVar[bool]
+
+    def start(self, st: DenoiseState, vocab: int, seed: torch.Tensor | None, level: float) -> torch.Tensor:
+        """(1, C) the canvas's first ids, drawn after `st` was reset for it (`st.key` set, `st.step` 0): uniform
+        random ids, or with `seed` (1, C) int64 the seed corrupted as the model was trained (uniform-noise
+        diffusion), each position replaced by a random id with probability `level` (1: the random canvas, the seed
+        unused; 0: the seed as is)."""
+        ...
 
     def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
                st: DenoiseState) -> S.VocabOut:
@@ -116,6 +118,18 @@ class CounterNoise:
 
     vocab_pass: S.VocabPass
     wants_capped: ClassVar[bool] = False  # the vocab pass soft-caps inside its own pass over the logits
+    traceable: ClassVar[bool] = True
+
+    def start(self, st: DenoiseState, vocab: int, seed: torch.Tensor | None, level: float) -> torch.Tensor:
+        # Device-side fills only (no host-to-device copy that would wait for the device). The seed's corruption mask
+        # has its own stream (`rng.SEED_MASK`): the random ids, and every later step's draws, are those of an
+        # unseeded canvas with the same key.
+        c = st.canvas.shape[1]
+        fresh = rng.randint(rng.step_seeds(st.key, st.step, rng.INITIAL, c), vocab)[None]  # (1, C)
+        if seed is None or level >= 1.0:
+            return fresh
+        u = rng.uniform(rng.step_seeds(st.key, st.step, rng.SEED_MASK, c))[None]  # (1, C) in (0, 1)
+        return torch.where(u < level, fresh, seed)
 
     def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
                st: DenoiseState) -> S.VocabOut:
@@ -125,6 +139,38 @@ class CounterNoise:
 
     def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
         return rng.randint(rng.step_seeds(st.key, st.step, rng.RENOISE, st.canvas.shape[1]), vocab)[None]
+
+
+class GeneratorNoise:
+    """Reference-compatible mode: the draws of transformers' `generate` from one `torch.Generator`, in its order (the
+    first canvas, then per step a multinomial sample, then a randint renoise), with its arithmetic: logits soft-capped
+    then divided by the temperature (host-side schedule, counting down from `steps`), the entropy as
+    torch.distributions.Categorical computes it, the self-conditioning probabilities from the processed logits in
+    the weight dtype. One per fill: the generator runs on across its canvases, as in `generate`."""
+
+    wants_capped: ClassVar[bool] = True  # the step's soft-capped logits are the reference's: divided here
+    traceable: ClassVar[bool] = False  # a Generator: eager steps, the reference's exact arithmetic
+
+    def __init__(self, gen: torch.Generator, steps: int, t_min: float, t_max: float) -> None:
+        self.gen, self.steps, self.t_min, self.t_max = gen, steps, t_min, t_max
+        self.remaining = steps  # N..1, the reference's step counter (host-side: no read of the device's)
+
+    def start(self, st: DenoiseState, vocab: int, seed: torch.Tensor | None, level: float) -> torch.Tensor:
+        self.remaining = self.steps
+        return S.reference_seeded_canvas(seed, level, st.canvas.shape[1], vocab, self.gen, st.canvas.device)
+
+    def sample(self, model: DiffusionGemmaText, logits: torch.Tensor, capped: torch.Tensor | None,
+               st: DenoiseState) -> S.VocabOut:
+        temp = S.temperature(self.remaining, self.steps, self.t_min, self.t_max).to(logits.device)
+        self.remaining -= 1
+        assert capped is not None
+        processed = capped[None] / temp  # (1, C, V) fp32
+        probs = torch.softmax(processed.to(model.embed_tokens.dtype), dim=-1, dtype=torch.float32)
+        return S.VocabOut(S.reference_entropy(processed)[0], processed.argmax(dim=-1)[0],
+                          S.reference_sample(processed, self.gen)[0], probs[0])
+
+    def renoise(self, st: DenoiseState, vocab: int) -> torch.Tensor:
+        return torch.randint(0, vocab, st.canvas.shape, generator=self.gen, device=st.canvas.device)
 
 
 def denoise_step(model: DiffusionGemmaText, kv: DecodeKV, st: DenoiseState, noise: NoiseSource,

@@ -17,14 +17,13 @@ from tokenizers import Tokenizer
 from engine import rng
 from engine import sampler as S
 from engine.config import CheckpointConfig, load_config
-from engine.denoise import PROB_SCALE
+from engine.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
 from engine.kv_cache import KVCache, kv_bytes
 from engine.loader import load_model, load_tokenizer
 from engine.model import DiffusionGemmaText
 from engine.prefix_cache import PrefixCache
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
-from engine.reference_steps import StepOut, reference_steps
 from engine.runner import Schedule, StepRunner
 from engine.seam import (
     CancelFlag,
@@ -227,7 +226,7 @@ class Engine:
         before a reload may still run on this engine)."""
 
     def encode(self, text: str) -> list[int]:
-        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it: 3 s for 1 MB of text, during
+        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it for the whole text, during
         # which no other thread of the process runs); _fast skips the offsets. Same ids as encode.
         return self._tok().encode_batch_fast([text], add_special_tokens=False)[0].ids
 
@@ -282,30 +281,6 @@ class Engine:
     def clear_prefix_cache(self) -> None:
         self.prefix_cache.clear()
 
-    # -- the denoising loop --------------------------------------------------------------------------------------
-    def _steps(self, cache: KVCache, length: int, st: SampleSettings, key: int, cancel: CancelFlag | None,
-               seed: tuple[int, ...] | None = None, noise: float = 1.0) -> Iterator[StepOut]:
-        """Denoise one canvas (from `seed` corrupted at level `noise` when given, see `DenoiseState.start`); yields
-        a `StepOut` after each step. The engine lock is held during each step, never across a yield."""
-        schedule = Schedule(key, st.steps, st.t_min, st.t_max, st.entropy_bound, st.confidence_threshold, seed, noise)
-        run = None
-        try:
-            for _ in range(st.steps):
-                if cancel is not None and cancel.cancelled:
-                    return
-                with self._lock:
-                    if run is None:
-                        run = self._runner.start(cache, length, st.stability_threshold, st.one_per_step, schedule)
-                    host = run.step()
-                stopped = bool(host[length + 1])
-                yield host[:length], host[length], stopped, run.argmax, host[length + 2:]
-                if stopped:
-                    return
-        finally:
-            if run is not None:
-                with self._lock:
-                    run.close()
-
     @torch.inference_mode()
     def stream(self, context_ids: list[int], canvas_length: int | None = None, steps: int | None = None,
                entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
@@ -316,7 +291,8 @@ class Engine:
         engine lock is taken for the encoder and for each step, and released before every yield. `init_ids` seeds
         the canvases (`seed_canvases`), each position replaced by a uniform random id with probability
         `start_noise` (the training corruption; 1: from noise, 0: the seed as is); a position the first step does
-        not accept is renoised, so the seed survives where the model confidently agrees."""
+        not accept is renoised, so the seed survives where the model confidently agrees. `reference_compatible`:
+        transformers' `generate` arithmetic and draws (`GeneratorNoise`), its whole context encoded in one pass."""
         if not context_ids:
             raise ValueError("context_ids must not be empty (the decoder needs at least one cached token)")
         if any(not 0 <= t < self.vocab_size for t in context_ids):
@@ -330,7 +306,10 @@ class Engine:
         eos, pad = self.config.eos_token_ids, self.config.text.pad_token_id
         seeds = seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], pad)
         t0 = time.perf_counter()
-        gen = torch.Generator(device=self.device).manual_seed(seed) if reference_compatible else None
+        # the noise source: the engine's (keyed by seed and canvas), or one generator for the whole fill
+        noise: NoiseSource = self._runner.noise
+        if reference_compatible:
+            noise = GeneratorNoise(torch.Generator(device=self.device).manual_seed(seed), st.steps, st.t_min, st.t_max)
         with self._lock:
             cache, reused = self._encode_context(list(context_ids), use_cache=not reference_compatible)
             if self.device.type == "cuda":
@@ -343,10 +322,10 @@ class Engine:
         for c in range(max_canvases):
             canvases += 1
             ids = argmax = token_probs = None
-            sc = seeds[c] if c < len(seeds) else None
-            steps_iter = (reference_steps(self.model, cache, length, st, gen, cancel, self._lock, sc, start_noise)
-                          if gen is not None else self._steps(cache, length, st, rng.request_key(seed, c), cancel, sc,
-                                                              start_noise))
+            schedule = Schedule(rng.request_key(seed, c), st.steps, st.t_min, st.t_max, st.entropy_bound,
+                                st.confidence_threshold, seeds[c] if c < len(seeds) else None, start_noise)
+            steps_iter = self._runner.steps(cache, length, st.stability_threshold, st.one_per_step, schedule, noise,
+                                            cancel, self._lock)
             for step, (canvas_ids, n_acc, _, device_argmax, device_probs) in enumerate(steps_iter, start=1):
                 argmax, token_probs = device_argmax, device_probs
                 n_steps += 1

@@ -1,8 +1,12 @@
 """How denoising steps run: eagerly, compiled by `torch.compile`, or replayed from CUDA graphs, one per bucket.
 
-A bucket is (canvas length, context capacity, stability threshold, acceptance rule): every shape a step sees. An
-eager step uses the context's exact size; a compiled or captured one rounds the context up to a capacity
-(`capacity_for`) so that a handful of graphs serve every request, and masks the unused slots.
+A canvas run steps with a noise source (`engine.denoise.NoiseSource`): the runner's `CounterNoise`, or another one
+given to `start` (reference mode's `GeneratorNoise`). A source that is not `traceable` always runs eagerly.
+
+A bucket is (canvas length, context capacity, stability threshold, acceptance rule, noise source): every shape a
+step sees, and the source a captured graph bakes in. An eager step uses the context's exact size; a compiled or
+captured one rounds the context up to a capacity (`capacity_for`) so that a handful of graphs serve every request,
+and masks the unused slots.
 
 Under CUDA graphs a bucket owns static tensors (the `DecodeKV` workspace and a `DenoiseState`) that the graph reads
 and writes. A canvas run copies its context in when it starts; if another run used the bucket in between (two
@@ -12,15 +16,22 @@ interleaved `Engine.stream`s), the bucket saves the other run's state and reload
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
-from engine.denoise import CounterNoise, DenoiseState, denoise_step
+from engine.denoise import CounterNoise, DenoiseState, NoiseSource, denoise_step
 from engine.kv_cache import DecodeKV, KVCache
 from engine.model import DiffusionGemmaText
 from engine.sampler import VocabPass
+from engine.seam import CancelFlag
+
+# What the step loop yields after each step: (argmax canvas ids, tokens accepted, stopped, the argmax canvas on the
+# device, each argmax token's probability at temperature 1 in units of 1/PROB_SCALE), all but the device canvas from
+# one host read. Only a canvas's last step's probabilities are used: the caller scales those.
+StepOut = tuple[list[int], int, bool, Callable[[], torch.Tensor], list[int]]
 
 
 def capacity_for(context_tokens: int, compile: bool, graphs: bool) -> int | None:
@@ -42,6 +53,7 @@ class Bucket:
     capacity: int | None
     stability: int
     one_per_step: bool
+    noise: NoiseSource
 
 
 @dataclass(frozen=True)
@@ -55,15 +67,18 @@ class Schedule:
     bound: float
     confidence: float
     seed: tuple[int, ...] | None = None  # the canvas's starting ids (C of them), or None: from noise
-    noise: float = 1.0  # the seed's corruption level (DenoiseState.start)
+    level: float = 1.0  # the seed's corruption level (NoiseSource.start)
 
 
 class CanvasRun:
     """One canvas being denoised. `step()` runs one denoising step and returns the host copy of the state's `out`
-    tensor (argmax canvas, accepted count, stop flag, token probabilities): the step's one host sync."""
+    tensor (argmax canvas, accepted count, stop flag, token probabilities): the step's one host sync. `graphed`:
+    replayed from its bucket's CUDA graph."""
 
     def __init__(self, runner: StepRunner, bucket: Bucket, cache: KVCache, schedule: Schedule) -> None:
         self.runner, self.bucket, self.cache, self.schedule = runner, bucket, cache, schedule
+        self.noise = bucket.noise
+        self.graphed = runner.graphs and self.noise.traceable
         self.saved: DenoiseState | None = None  # graphs: this run's state while another run holds the bucket
         self.kv, self.state = runner.prepare(self)
 
@@ -90,7 +105,7 @@ class _Graph:
 
 class StepRunner:
     """Runs `denoise_step` for an engine's model: eagerly or compiled (`torch.compile(fullgraph=True)`), and on
-    CUDA optionally captured as one CUDA graph per bucket."""
+    CUDA optionally captured as one CUDA graph per bucket; `noise` is its own source (`CounterNoise`)."""
 
     def __init__(self, model: DiffusionGemmaText, vocab_pass: VocabPass, compile: bool = False,
                  graphs: bool = False) -> None:
@@ -108,10 +123,36 @@ class StepRunner:
         decode = torch.compile(model.decode_step, fullgraph=True, dynamic=False) if compile else None
         self._step: Callable = functools.partial(denoise_step, decode=decode)
 
-    def start(self, cache: KVCache, canvas: int, stability: int, one_per_step: bool,
-              schedule: Schedule) -> CanvasRun:
-        bucket = Bucket(canvas, capacity_for(cache.length, self.compile, self.graphs), stability, one_per_step)
-        return CanvasRun(self, bucket, cache, schedule)
+    def start(self, cache: KVCache, canvas: int, stability: int, one_per_step: bool, schedule: Schedule,
+              noise: NoiseSource | None = None) -> CanvasRun:
+        """A run of one canvas against context `cache`, its random numbers from `noise` (default: the runner's)."""
+        noise = noise or self.noise
+        fast = noise.traceable
+        capacity = capacity_for(cache.length, self.compile and fast, self.graphs and fast)
+        return CanvasRun(self, Bucket(canvas, capacity, stability, one_per_step, noise), cache, schedule)
+
+    def steps(self, cache: KVCache, canvas: int, stability: int, one_per_step: bool, schedule: Schedule,
+              noise: NoiseSource, cancel: CancelFlag | None, lock: threading.RLock) -> Iterator[StepOut]:
+        """The denoising loop of one canvas, whatever its noise source: yields a `StepOut` after each step until the
+        step budget, the stopping rule or `cancel` (checked before each step) ends it. `lock` is held during each
+        step (the run starts inside the first one), never across a yield."""
+        run = None
+        try:
+            for _ in range(schedule.steps):
+                if cancel is not None and cancel.cancelled:
+                    return
+                with lock:
+                    if run is None:
+                        run = self.start(cache, canvas, stability, one_per_step, schedule, noise)
+                    host = run.step()
+                stopped = bool(host[canvas + 1])
+                yield host[:canvas], host[canvas], stopped, run.argmax, host[canvas + 2:]
+                if stopped:
+                    return
+        finally:
+            if run is not None:
+                with lock:
+                    run.close()
 
     def _new(self, bucket: Bucket, context_tokens: int) -> tuple[DecodeKV, DenoiseState]:
         cfg = self.model.cfg
@@ -125,10 +166,11 @@ class StepRunner:
         seed = None
         if s.seed is not None:  # an asynchronous copy: the host does not wait for the device's queue
             seed = torch.tensor([s.seed], dtype=torch.long).to(self.device, non_blocking=True)
-        state.start(s.key, m.cfg.vocab_size, s.steps, s.t_min, s.t_max, s.bound, s.confidence, seed, s.noise)
+        state.start(run.noise, s.key, m.cfg.vocab_size, s.steps, s.t_min, s.t_max, s.bound, s.confidence, seed,
+                    s.level)
 
     def prepare(self, run: CanvasRun) -> tuple[DecodeKV, DenoiseState]:
-        if not self.graphs:
+        if not run.graphed:
             kv, state = self._new(run.bucket, run.cache.length)
             self._load(run, kv, state)
             return kv, state
@@ -156,7 +198,7 @@ class StepRunner:
 
     def _capture(self, g: _Graph, run: CanvasRun) -> None:
         """Warm up on a side stream (allocations, autotuning, compilation), capture one step, reset the state."""
-        step = functools.partial(self._step, self.model, g.kv, g.state, self.noise, run.bucket.one_per_step)
+        step = functools.partial(self._step, self.model, g.kv, g.state, run.noise, run.bucket.one_per_step)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -171,8 +213,9 @@ class StepRunner:
         self._load(run, g.kv, g.state)  # warm-up and capture advanced the state
 
     def run(self, run: CanvasRun) -> torch.Tensor:
-        if not self.graphs:
-            self._step(self.model, run.kv, run.state, self.noise, run.bucket.one_per_step)
+        if not run.graphed:
+            step = self._step if run.noise.traceable else denoise_step  # eager: the reference's arithmetic
+            step(self.model, run.kv, run.state, run.noise, run.bucket.one_per_step)
             return run.state.out
         g = self._graphs[run.bucket]
         self._take(g, run, fresh=False)
@@ -181,7 +224,7 @@ class StepRunner:
         return g.state.out
 
     def release(self, run: CanvasRun) -> None:
-        g = self._graphs.get(run.bucket) if self.graphs else None
+        g = self._graphs.get(run.bucket) if run.graphed else None
         if g is not None and g.owner is run:
             run.saved = DenoiseState.allocate(run.bucket.canvas, self.model.cfg.hidden_size, run.bucket.stability,
                                               self.device, self.dtype)
@@ -193,7 +236,7 @@ class StepRunner:
 
     def state_of(self, run: CanvasRun) -> DenoiseState:
         """The state holding `run`'s last step (the bucket's, or the copy saved when another run took it)."""
-        if not self.graphs:
+        if not run.graphed:
             return run.state
         g = self._graphs[run.bucket]
         if g.owner is not run and run.saved is not None:

@@ -45,8 +45,8 @@ def vocab_pass_torch(logits: torch.Tensor, inv_temperature: torch.Tensor, softca
     `logits` itself is left alone."""
     inv_t = inv_temperature[:, None] if inv_temperature.dim() else inv_temperature
     if softcap is not None:
-        # softcap * tanh(x / softcap) as 2 * softcap * sigmoid(2x / softcap) - softcap: torch's CPU tanh is 3x
-        # slower than its sigmoid; the two agree to 2e-7 of the cap
+        # softcap * tanh(x / softcap) as 2 * softcap * sigmoid(2x / softcap) - softcap: torch's CPU tanh is several
+        # times slower than its sigmoid; the two agree to a few fp32 ulps of the cap
         scale = softcap * inv_t
         z = torch.sigmoid(logits.float() * (2.0 / softcap)).mul_(2 * scale).sub_(scale)
     else:
@@ -137,23 +137,23 @@ def initial_canvas(batch: int, length: int, vocab: int, generator: torch.Generat
     return torch.randint(0, vocab, (batch, length), generator=generator, device=device)
 
 
-def reference_seeded_canvas(seed: tuple[int, ...] | None, noise: float, length: int, vocab: int,
+def reference_seeded_canvas(seed: torch.Tensor | None, noise: float, length: int, vocab: int,
                             generator: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The first canvas of a denoising loop in reference-compatible mode, (1, C). Unseeded (or `noise` >= 1): the
-    random canvas `generate` draws (`initial_canvas`). Seeded with `noise` <= 0: `generate` still draws its random
-    canvas (its default argument is evaluated when `decoder_input_ids` is given), then starts from the seed: the
-    same draws, so token-identical to `generate(decoder_input_ids=seed)`. In between, one more draw comes first:
-    u = torch.rand((1, C)) from the same generator, then the random canvas; each position where u < noise takes
-    the random canvas's id. That equals `generate(decoder_input_ids=where(u < noise, random, seed))` run from the
-    generator's state after u was drawn (the random canvas is the one `generate` itself draws next)."""
+    """The first canvas of a denoising loop in reference-compatible mode, (1, C); `seed` (1, C) int64 on `device`.
+    Unseeded (or `noise` >= 1): the random canvas `generate` draws (`initial_canvas`). Seeded with `noise` <= 0:
+    `generate` still draws its random canvas (its default argument is evaluated when `decoder_input_ids` is given),
+    then starts from the seed: the same draws, so token-identical to `generate(decoder_input_ids=seed)`. In
+    between, one more draw comes first: u = torch.rand((1, C)) from the same generator, then the random canvas;
+    each position where u < noise takes the random canvas's id. That equals `generate(decoder_input_ids=where(u <
+    noise, random, seed))` run from the generator's state after u was drawn (the random canvas is the one
+    `generate` itself draws next)."""
     u = None
     if seed is not None and 0 < noise < 1:
         u = torch.rand((1, length), generator=generator, device=device)
     canvas = initial_canvas(1, length, vocab, generator, device)
     if seed is None or noise >= 1:
         return canvas
-    seed_t = torch.tensor([seed], dtype=torch.long, device=device)
-    return seed_t if u is None else torch.where(u < noise, canvas, seed_t)
+    return seed if u is None else torch.where(u < noise, canvas, seed)
 
 
 def reference_entropy(logits: torch.Tensor) -> torch.Tensor:

@@ -3,9 +3,11 @@
 Chat-format checkpoints go through `/v1/chat/completions` (the hole's messages, `chat_template_kwargs:
 {"enable_thinking": false}`, `max_completion_tokens` from the hole); FIM checkpoints through `/v1/completions` with
 the prompt as token ids. Prompts are laid out here, so the backend needs the checkpoint's tokenizer files locally
-(`modelPath`; the weights are not needed). Such servers stream one committed canvas at a time, so there are no
-drafts. Cancelling a fill closes its request, which aborts it on the server. A failed connection turns the state to
-"error" until `/models` answers; every failure is the fill's `error` (engine.seam.FillResult), never a cancel.
+(`modelPath`; the weights are not needed); a chat fill's messages are read back from the ids the checkpoint's
+format laid out (engine.prompts.chat.ChatFormat.conversation), so the ids are all that crosses the seam. Such
+servers stream one committed canvas at a time, so there are no drafts. Cancelling a fill closes its request, which
+aborts it on the server. A failed connection turns the state to "error" until `/models` answers; every failure is
+the fill's `error` (engine.seam.FillResult), never a cancel.
 
 vLLM serving a diffusion model (its `/v1/models` card says `owned_by: "vllm"`; setting `openaiDiffusion`) is asked
 for exactly what the embedded engine would run: the hole's canvas length and the step budget per request, in
@@ -29,7 +31,6 @@ import logging
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +48,7 @@ from dg_lsp.backends.remote import (
 )
 from dg_lsp.backends.service import Endpoint, api_key_from
 from engine.prompts.chat import ChatFormat
-from engine.seam import CancelFlag, HoleInfo, PromptFormat, SettingsInForce, StepDraft, seed_canvases
+from engine.seam import CancelFlag, PromptFormat, SettingsInForce, StepDraft, seed_canvases
 
 log = logging.getLogger(__name__)
 
@@ -64,54 +65,6 @@ def openai_endpoint(text: str) -> Endpoint:
     return Endpoint(base if httpx.URL(base).path not in ("", "/") else base + "/v1")
 
 
-class _Remembered:
-    """A chat prompt format (engine.prompts.ChatFormat) that remembers the messages behind the context ids it hands
-    out: the server passes only ids to `infill`, the chat endpoint wants the messages."""
-
-    def __init__(self, inner: ChatFormat, decode: Callable[[list[int]], str], size: int = 64) -> None:
-        self._inner, self._decode, self._size = inner, decode, size
-        self._seen: OrderedDict[tuple[int, ...], list[dict[str, str]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    # -- engine.seam.PromptFormat: the inner format's ----------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    @property
-    def canvas_headroom(self) -> int:
-        return self._inner.canvas_headroom
-
-    @property
-    def canvas_lengths(self) -> tuple[int, ...]:
-        return self._inner.canvas_lengths
-
-    @property
-    def max_context_tokens(self) -> int | None:
-        return self._inner.max_context_tokens
-
-    def context_budget(self, requested: int) -> int:
-        return self._inner.context_budget(requested)
-
-    def answer(self, text: str, prefix: str = "", suffix: str = "") -> str:
-        return self._inner.answer(text, prefix, suffix)
-
-    def context(self, prefix_ids: list[int], suffix_ids: list[int], hole: HoleInfo | None = None) -> list[int]:
-        ids = self._inner.context(prefix_ids, suffix_ids, hole)
-        with self._lock:
-            self._seen[tuple(ids)] = self._inner.messages(self._decode(prefix_ids), self._decode(suffix_ids), hole)
-            while len(self._seen) > self._size:
-                self._seen.popitem(last=False)
-        return ids
-
-    def messages(self, prefix: str, suffix: str, hole: HoleInfo | None = None) -> list[dict[str, str]]:
-        return self._inner.messages(prefix, suffix, hole)
-
-    def messages_for(self, context_ids: list[int]) -> list[dict[str, str]] | None:
-        with self._lock:
-            return self._seen.get(tuple(context_ids))
-
-
 class OpenAIBackend(LocalSide):
     """Connect with `OpenAIBackend.connect(settings)` (blocking: run it on the engine thread)."""
 
@@ -120,8 +73,9 @@ class OpenAIBackend(LocalSide):
         self.endpoint, self._headers, self.model, self.local = endpoint, headers, model, local
         self.diffusion = diffusion  # send vLLM's per-request canvas and steps (vllm_xargs)
         self.server = server  # "vLLM 0.33.0", or None when the server did not say
-        fmt = local.prompt_format
-        self._format: PromptFormat = _Remembered(fmt, local.decode) if isinstance(fmt, ChatFormat) else fmt
+        # a chat checkpoint's fills go as messages, read back from the ids its format laid out (the one place the
+        # backend looks at which format it has)
+        self._chat = local.prompt_format if isinstance(local.prompt_format, ChatFormat) else None
         self.template_kwargs = dict(TEMPLATE_KWARGS)
         self.status = RemoteState()
         self._loop = LoopThread("dg-openai-client")
@@ -167,7 +121,7 @@ class OpenAIBackend(LocalSide):
 
     @property
     def prompt_format(self) -> PromptFormat:
-        return self._format
+        return self.local.prompt_format
 
     def settings_in_force(self) -> SettingsInForce:
         """What this backend sends per request (on vLLM serving a diffusion model: the hole's canvas and the step
@@ -185,12 +139,12 @@ class OpenAIBackend(LocalSide):
         """(path, body) of the request `infill` sends for one fill."""
         max_tokens = canvas_length * max_canvases
         body: dict[str, Any]
-        messages = self._format.messages_for(context_ids) if isinstance(self._format, _Remembered) else None
+        messages = self._chat.conversation(context_ids) if self._chat is not None else None
         if messages is not None:
             path, body = "chat/completions", {"model": self.model, "messages": messages,
                                               "max_completion_tokens": max_tokens, "stream": True,
                                               "chat_template_kwargs": self.template_kwargs}
-        else:  # FIM, or ids this backend did not lay out: the token ids as they are
+        else:  # FIM, or ids that are no chat rendering: the token ids as they are
             path, body = "completions", {"model": self.model, "prompt": list(context_ids), "max_tokens": max_tokens,
                                          "stream": True}
         if self.diffusion:  # the embedded engine's canvas and step budget for this hole (never seed/temperature:

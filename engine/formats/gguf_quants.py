@@ -106,7 +106,8 @@ def _q6_k(b: torch.Tensor) -> torch.Tensor:
 
 _BLOCK_FNS = {"Q8_0": _q8_0, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
 # Values dequantized per chunk: bounds the temporaries (~30 bytes of int/fp32 per value, ~8 MB) whatever the tensor's
-# size and block size (a chunk of 16,384 blocks was 4M values of a K-quant: 126 MB of temporaries).
+# size and block size (a chunk counted in blocks grew with the block size; `python -m bench.gguf` reports
+# host_mb_beyond_served).
 CHUNK_VALUES = 1 << 18
 
 

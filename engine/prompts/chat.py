@@ -9,14 +9,15 @@ the template's frame around them: [head][prefix][marker][suffix][tail]. The fram
 (file, kind, size, instruction) with sentinels where the code goes, then tokenized and cached, so the server
 budgets prefix + suffix tokens exactly as for the FIM format (the frame comes on top, as FIM's special tokens do).
 Its size is `frame_tokens(hole)`. The ids are decoded back only when they hold a backtick, to pick a code fence
-the code does not contain.
+the code does not contain, and for a server that takes chat messages instead of ids (`conversation`: the messages
+read back from the laid-out ids).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tokenizers import Tokenizer
 
@@ -132,6 +133,18 @@ class ChatFormat:
         fence = fence_for(prefix, suffix, hole.replaced or "")
         return [{"role": "user", "content": user_message(prefix, suffix, hole, fence, suffix.endswith("\n"))}]
 
+    def conversation(self, context_ids: Sequence[int]) -> list[dict[str, str]] | None:
+        """The chat messages `context_ids` render, read back from the ids themselves: what a server that takes
+        messages (an OpenAI-compatible /v1/chat/completions) is sent for ids `context` laid out, so nothing but the
+        ids has to travel with a fill. The user turn is their text inside the template's frame around one message
+        (`_turn`); the ids decode to the text they were encoded from, piece by piece, as `context` relies on. None
+        when the ids are not a rendering of one user turn (ids another layout made)."""
+        before, after = self._turn
+        text = self._decode(list(context_ids))
+        if len(text) < len(before) + len(after) or not text.startswith(before) or not text.endswith(after):
+            return None
+        return [{"role": "user", "content": text[len(before):len(text) - len(after)]}]
+
     def render(self, prefix: str, suffix: str, hole: HoleInfo | None = None) -> str:
         """The whole prompt as the template renders it."""
         return self.template.render(self.messages(prefix, suffix, hole))
@@ -146,6 +159,12 @@ class ChatFormat:
 
     def _decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=False) if ids else ""
+
+    @functools.cached_property
+    def _turn(self) -> tuple[str, str]:
+        """The template's text before and after one user message (the model's turn opened)."""
+        before, after = self.template.render([{"role": "user", "content": _PREFIX}]).split(_PREFIX)
+        return before, after
 
     def _render_frame(self, hole: HoleInfo, fence: str,
                       suffix_ends_line: bool = False) -> tuple[list[int], list[int], list[int]]:

@@ -102,7 +102,8 @@ def _trim_heap() -> None:
 
     glibc serves allocations of a few MB from its heap once large blocks have been freed (its mmap threshold adapts
     upwards), and the long-lived quantized buffers interleaved with the freed temporaries keep that heap from
-    shrinking: without this, loading a 300 MB bf16 checkpoint as int4 (80 MB) peaked at 271 MB of resident memory."""
+    shrinking: without this, loading a bf16 checkpoint as int4 peaked at several times the int4 size in resident
+    memory."""
     try:
         libc = ctypes.CDLL(None)
         trim = libc.malloc_trim

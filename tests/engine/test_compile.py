@@ -1,12 +1,13 @@
 """The denoising step is capturable: torch.compile(fullgraph=True) traces it whole (no graph break) on CPU, the
-traced step computes what the eager one does, and a compiled engine keeps one graph per bucket."""
+traced step computes what the eager one does, and a compiled engine keeps one graph per bucket. Reference mode's
+noise source (a torch.Generator) is not traceable: its steps stay eager on a compiling engine."""
 
 import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
-from engine.denoise import PROB_SCALE, CounterNoise, denoise_step
+from engine.denoise import PROB_SCALE, CounterNoise, GeneratorNoise, denoise_step
 from engine.engine import Engine
 from engine.kv_cache import KVCache
 from engine.runner import Schedule, StepRunner, capacity_for
@@ -20,12 +21,12 @@ def eng(tiny_mixed):
     return Engine.from_pretrained(tiny_mixed, device="cpu", dtype="float32")
 
 
-def _run(eng, context_tokens: int, compile: bool = False, one_per_step: bool = False):
+def _run(eng, context_tokens: int, compile: bool = False, one_per_step: bool = False, noise=None):
     ids = torch.arange(3, 3 + context_tokens)[None] % eng.vocab_size
     with torch.inference_mode():
         cache = eng.model.encode(ids, KVCache())
         runner = StepRunner(eng.model, vocab_pass_torch, compile=compile)
-        return runner.start(cache, 16, 2, one_per_step, SCHEDULE)
+        return runner.start(cache, 16, 2, one_per_step, SCHEDULE, noise)
 
 
 @pytest.mark.parametrize("one_per_step", [False, True])
@@ -72,6 +73,17 @@ def test_the_traced_step_matches_transformers_logits(eng, tiny_mixed):
         got = eng.model.softcap(traced(run.state.canvas, run.state.soft, run.kv))
     assert (got - want).abs().max().item() <= 1e-4
     assert want.abs().max() > 1.0
+
+
+def test_reference_mode_steps_eagerly_on_a_compiling_engine(eng, tiny_mixed):
+    """Its ids stay those of a plain engine's reference mode, which tests/engine/test_parity.py checks against
+    transformers' generate (a compiled decoder's sums are not bit-identical to eager ones)."""
+    run = _run(eng, 37, compile=True, noise=GeneratorNoise(torch.Generator().manual_seed(0), 4, 0.4, 0.8))
+    assert run.kv.capacity is None and not run.graphed  # the exact context, no bucket
+    compiling = Engine.from_pretrained(tiny_mixed, device="cpu", dtype="float32", compile=True)
+    ctx = list(range(3, 40))
+    kw = dict(canvas_length=16, steps=4, seed=3, max_canvases=2, reference_compatible=True)
+    assert compiling.infill(ctx, **kw).ids == eng.infill(ctx, **kw).ids
 
 
 def test_capacity_buckets():

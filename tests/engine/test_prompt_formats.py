@@ -117,6 +117,23 @@ def test_chat_context_is_the_templates_own_rendering_with_one_bos(chat_engine, p
     assert f"```python\n{prefix}{MARKER}{suffix}" in text and "`app.py`" in text and "one line" in text
 
 
+@pytest.mark.parametrize("prefix, suffix, hole", [
+    ("import os\n\n", "\nprint(os.sep)\n", HOLE),
+    ("", "", HOLE),
+    ("Example:\n```sh\nls\n```\n", "\n", HoleInfo(kind="line", language="markdown", filename="README.md")),
+    ("s = 'Grüße 😀'\n", "\nt = \"ß\"\n", HoleInfo(kind="statement", language="python", filename="ü.py", lines=3)),
+    ("import x\n", "\nfetch()\n", HoleInfo(kind="selection", language="python", filename="io.py", lines=2,
+                                            instruction="make it async", replaced="def fetch():\n    return get()",
+                                            related=(("lib/util.py", "def get():\n    return 1\n"),))),
+])
+def test_the_messages_read_back_from_the_ids_are_the_holes_messages(chat_engine, prefix, suffix, hole):
+    """What a chat server is sent (dg_lsp.backends.openai) comes from the laid-out ids alone."""
+    eng, fmt = chat_engine, chat_engine.prompt_format
+    ids = fmt.context(eng.encode(prefix), eng.encode(suffix), hole)
+    assert fmt.conversation(ids) == fmt.messages(prefix, suffix, hole)
+    assert fmt.conversation(eng.encode("x = 1\n")) is None and fmt.conversation([]) is None  # not a rendering
+
+
 def test_chat_context_keeps_the_servers_ids_and_budget(chat_engine):
     eng, fmt = chat_engine, chat_engine.prompt_format
     prefix_ids, suffix_ids = eng.encode("def f(x):\n    return x +"), eng.encode(" 1\n")

@@ -1,14 +1,15 @@
 """Seeded canvases (`init_ids`, `start_noise`): token-identical to transformers' `generate(decoder_input_ids=...)` in
-reference-compatible mode, the corruption level's two ends in both step loops, and the invariant that a model
+reference-compatible mode, the corruption level's two ends with both noise sources, and the invariant that a model
 confident in the seed gives it back at start_noise 0."""
 
 import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 
-from engine.denoise import DenoiseState
+from engine.denoise import CounterNoise, DenoiseState
 from engine.engine import Engine
 from engine.profiling import count_ops
+from engine.sampler import vocab_pass_torch
 from engine.seam import seed_canvases
 from engine.testing import TINY_VARIANTS
 
@@ -99,17 +100,17 @@ def test_full_noise_ignores_the_seed(tiny_mixed, reference):
     assert eng.infill(ctx, **kw).ids == eng.infill(ctx, init_ids=[7] * 10, start_noise=1.0, **kw).ids
 
 
-def test_the_fast_loop_starts_from_the_seed_corrupted_at_the_level_asked():
+def test_the_engines_noise_starts_from_the_seed_corrupted_at_the_level_asked():
     c, v = 512, 1000
     seed = torch.arange(c)[None] + 100
-    st = DenoiseState.allocate(c, 8, 1, torch.device("cpu"), torch.float32)
-    st.start(9, v, 4, 0.4, 0.8, 0.1, 0.005)
+    st, noise = DenoiseState.allocate(c, 8, 1, torch.device("cpu"), torch.float32), CounterNoise(vocab_pass_torch)
+    st.start(noise, 9, v, 4, 0.4, 0.8, 0.1, 0.005)
     unseeded = st.canvas.clone()
-    st.start(9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 1.0)
+    st.start(noise, 9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 1.0)
     assert torch.equal(st.canvas, unseeded)
-    st.start(9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 0.0)
+    st.start(noise, 9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 0.0)
     assert torch.equal(st.canvas, seed)
-    st.start(9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 0.5)
+    st.start(noise, 9, v, 4, 0.4, 0.8, 0.1, 0.005, seed, 0.5)
     replaced = st.canvas != seed
     assert 0.4 < replaced.float().mean() < 0.6
     assert torch.equal(st.canvas[replaced], unseeded[replaced])  # replaced by the unseeded canvas's noise

@@ -18,7 +18,7 @@ TEXT = "def f(a):\n    return \n"
 
 
 async def fill(backend: FakeBackend, caches: FillCaches, worker: Worker, store_version: list[int], drafts: list,
-               kind: str = "keystroke", min_confidence: float = 0.0, force: bool = False):
+               kind: str = "keystroke", min_confidence: float = 0.0, force: bool = False, trace: Trace | None = None):
     doc = Document("file:///p.py", "python", 1, TEXT)
     snap = doc.snapshot()
     hole = hole_at_cursor(snap, TEXT.index("return ") + len("return "))
@@ -27,8 +27,8 @@ async def fill(backend: FakeBackend, caches: FillCaches, worker: Worker, store_v
     events = FillEvents(draft=drafts.append, busy=lambda: None)
     engine = worker.loaded  # the fill's one backend handle: the test's backend, as loaded
     assert engine is not None and engine.backend is backend
-    return await run_fill(snap, hole, policy, engine, caches, worker=worker, request_id="r1", trace=Trace(0.0),
-                          identity_of=lambda uri: (0, store_version[0]), events=events)
+    return await run_fill(snap, hole, policy, engine, caches, worker=worker, request_id="r1",
+                          trace=trace or Trace(0.0), identity_of=lambda uri: (0, store_version[0]), events=events)
 
 
 @pytest.fixture
@@ -94,3 +94,19 @@ async def test_an_unknown_confidence_is_never_gated(worker):
     worker.engine, worker.state = backend, "ready"
     out = await fill(backend, FillCaches(), worker, [1], [], min_confidence=0.99)
     assert out.fill == "x + 1" and out.stats.wire()["confidence"] is None
+
+
+async def test_the_figures_are_the_stages_spans_and_the_engines_result(worker):
+    """Each stage the fill went through has its span on the request's trace, and the figures are read from them."""
+    backend, caches = FakeBackend(), FillCaches()
+    worker.engine, worker.state = backend, "ready"
+    trace = Trace(0.0)
+    out = await fill(backend, caches, worker, [1], [], trace=trace)
+    assert {"fill", "prompt", "engine", "engine_thread", "post"} <= set(trace.spans)
+    s = out.stats
+    assert (s.total_ms, s.prompt_ms, s.engine_wall_ms, s.post_ms) == tuple(
+        trace.ms(name) for name in ("fill", "prompt", "engine", "post"))
+    assert s.engine_ms == 1.0 and s.server_ms == round(s.total_ms - s.engine_ms, 3)
+    cached = Trace(0.0)
+    await fill(backend, caches, worker, [1], [], trace=cached)
+    assert "engine" not in cached.spans and "engine_thread" not in cached.spans and "post" in cached.spans

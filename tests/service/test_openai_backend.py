@@ -64,6 +64,23 @@ def test_chat_through_chat_completions_with_thinking_off(vllm, chat_checkpoint, 
     assert fmt.answer(res.text, PREFIX, SUFFIX) == "return width * height"
 
 
+def test_a_chat_fill_goes_as_messages_whichever_backend_laid_its_ids_out(vllm, chat_checkpoint, connect):
+    """The messages are read from the ids themselves: ids laid out by the backend a reload replaced (or by any
+    caller, long ago) still go to /v1/chat/completions; ids that are no chat rendering go as ids."""
+    kw = {"endpoint": vllm.url, "model_path": str(chat_checkpoint), "prompt_format": "chat", "model": MODEL}
+    before, after = connect(settings(**kw)), connect(settings(**kw))
+    ids = context(before, HOLE)
+    for _ in range(70):  # more layouts than any side cache would keep
+        context(after, dataclasses.replace(HOLE, lines=2))
+    after.infill(ids, canvas_length=32)
+    path, body, _ = vllm.requests[-1]
+    assert path == "/v1/chat/completions" and body["messages"] == after.prompt_format.messages(PREFIX, SUFFIX, HOLE)
+    plain = after.encode(PREFIX)
+    after.infill(plain, canvas_length=32)
+    path, body, _ = vllm.requests[-1]
+    assert path == "/v1/completions" and body["prompt"] == plain
+
+
 def test_an_error_body_answers_empty_and_the_backend_stays_ready(vllm, connect):
     b = connect(settings(endpoint=vllm.url))
     vllm.mode = "error-body"

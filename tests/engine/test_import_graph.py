@@ -1,0 +1,69 @@
+"""No import cycle among the engine's modules: no module imports, at module level (`if TYPE_CHECKING:` blocks
+included), one that imports it back, directly or through others. Imports inside functions are the deferred kind
+(the GGUF reader and the config reach each other that way) and are left out."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "engine"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_level(tree: ast.Module) -> list[ast.stmt]:
+    """Statements run on import: the module body and its if/try/with blocks, not function or class bodies."""
+    out, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            if isinstance(node, ast.If | ast.Try | ast.With | ast.ExceptHandler):
+                todo.extend(getattr(node, name, None) or [])
+    return out
+
+
+def engine_imports(path: Path, known: set[str]) -> set[str]:
+    pkg = module_name(path).split(".")
+    pkg = pkg if path.name == "__init__.py" else pkg[:-1]
+    out = set()
+    for node in module_level(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(pkg[:len(pkg) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        for name in names:
+            while name and name not in known:  # engine.x.y where y is a function: the module engine.x
+                name = name.rpartition(".")[0]
+            if name and name != module_name(path):
+                out.add(name)
+    return out
+
+
+def test_no_engine_module_imports_one_that_imports_it_back():
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: engine_imports(p, set(paths)) for m, p in paths.items()}
+    cycles, state = [], {}  # state: 1 on the current path, 2 done
+
+    def visit(n: str, path: list[str]) -> None:
+        state[n] = 1
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                cycles.append(path[path.index(m):] + [m])
+            elif m not in state:
+                visit(m, path + [m])
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    assert not cycles, cycles
