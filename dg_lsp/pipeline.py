@@ -29,8 +29,9 @@ from dg_lsp.holes import Hole
 from dg_lsp.prompt import Prompt, build_prompt
 from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
 from dg_lsp.trace import Trace
-from dg_lsp.worker import SEED, EngineJob, Ticket, Worker
-from engine.seam import FillResult, InfillBackend, PromptFormat, RequestKind, StepDraft
+from dg_lsp.worker import SEED, Loaded, Ticket, Worker
+from engine.seam import FillResult, PromptFormat, RequestKind, StepDraft
+from engine.seam_jobs import FillInputs
 
 log = logging.getLogger(__name__)
 
@@ -169,22 +170,23 @@ class FillEvents:
     progress: Callable[[int, int], None] | None = None
 
 
-async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBackend, caches: FillCaches, *,
+async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, engine: Loaded, caches: FillCaches, *,
                    worker: Worker, request_id: str, trace: Trace,
                    identity_of: Callable[[str], tuple[int, int] | None],
                    events: FillEvents, related: Related | None = None, shape: Shape = HOLE_FILL) -> FillOutcome:
     """prompt -> engine (or cache) -> answer -> postprocess, for one snapshot, each stage under its span of `trace`;
-    the figures are read from the spans and the engine's result at the end (see the module docstring)."""
+    the figures are read from the spans and the engine's result at the end (see the module docstring). `engine`:
+    the one backend (and its load) the prompt is built for and the job runs on."""
 
     def current() -> bool:  # the same open of the document, at the same version (Snapshot.identity)
         return identity_of(snap.uri) == snap.identity
 
     with trace.span("fill"):
-        policy, fmt, encode = shape.policy(policy), backend.prompt_format, caches.encoder(backend)
+        policy, fmt, encode = shape.policy(policy), engine.backend.prompt_format, caches.encoder(engine.backend)
         with trace.span("prompt"):
             prompt = _prompt(snap, hole, policy, fmt, encode, related, shape)
         init_ids = seed_ids(hole, fmt.name, policy, encode, prompt)
-        key = (worker.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps,
+        key = (engine.generation, fill_key(prompt.context_ids, prompt.canvas_length, policy.steps,
                                            policy.entropy_bound, SEED, prompt.max_canvases),
                None if init_ids is None else (tuple(init_ids), policy.seed_noise))
 
@@ -209,7 +211,7 @@ async def run_fill(snap: Snapshot, hole: Hole, policy: Policy, backend: InfillBa
         if hit is not None:
             run = EngineRun(*hit)
         else:
-            run = await _run_engine(snap, hole, prompt, policy, backend, worker, request_id, trace,
+            run = await _run_engine(snap, hole, prompt, policy, engine, worker, request_id, trace,
                                     replace(events, draft=draft), prepare, init_ids)
             if run.reason is None:
                 caches.fills.put(key, (run.text, run.confidence))
@@ -289,22 +291,22 @@ class EngineRun:
     engine_ms: float = 0.0  # the FillResult's timings["total_ms"]
 
 
-async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, backend: InfillBackend,
+async def _run_engine(snap: Snapshot, hole: Hole, prompt: Prompt, policy: Policy, engine: Loaded,
                       worker: Worker, request_id: str, trace: Trace, events: FillEvents,
                       first_step: Callable[[], None], init_ids: list[int] | None = None) -> EngineRun:
     """Run the engine job under the trace's "engine" span (the engine thread's own as "engine_thread"). A cancelled
     task ends here as "cancelled"."""
-    ticket = worker.ticket(snap.uri, request_id, policy.kind, backend.new_cancel_token())
     draft_range = to_lsp_range(snap, hole.start, hole.end, policy.encoding) if policy.drafts else None
     on_step = _step_listener(snap, request_id, draft_range, events, first_step)
-    job = EngineJob(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
-                    prompt.max_canvases, on_step=on_step, draft_text=policy.drafts, init_ids=init_ids,
-                    start_noise=1.0 if init_ids is None else float(policy.seed_noise or 0.0))
+    inputs = FillInputs(list(prompt.context_ids), prompt.canvas_length, policy.steps, policy.entropy_bound,
+                        prompt.max_canvases, SEED, draft_text=policy.drafts, init_ids=init_ids,
+                        start_noise=1.0 if init_ids is None else float(policy.seed_noise or 0.0))
+    ticket = worker.ticket(snap.uri, request_id, policy.kind, engine, inputs, on_step)
     busy = asyncio.get_running_loop().call_later(BUSY_AFTER_S, events.busy)
     res: FillResult | None = None
     try:
         with trace.span("engine"):
-            res = await worker.infill(ticket, job)
+            res = await worker.infill(ticket)
     except asyncio.CancelledError:  # $/cancelRequest: the request is answered already; keep the figures
         pass
     finally:

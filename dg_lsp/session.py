@@ -241,8 +241,8 @@ class DgServer(LanguageServer):
                    shape: Shape = HOLE_FILL) -> FillOutcome:
         """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches;
         `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit)."""
-        backend = self.worker.engine
-        assert backend is not None, "callers check not_ready() first"
+        engine = self.worker.loaded  # one backend from prompt to job (dg_lsp.worker.Loaded)
+        assert engine is not None, "callers check not_ready() first"
         events = FillEvents(draft=functools.partial(self.protocol.notify, DRAFT),
                             busy=functools.partial(self.send_status, "busy"),
                             progress=None if progress_token is None else functools.partial(self._progress,
@@ -252,7 +252,7 @@ class DgServer(LanguageServer):
             policy = Policy.of(self.settings, kind, self.encoding, self.min_confidence(), force)
             related = self.cross_file.related if self.cross_file.index is not None else None
             index = self.cross_file.status() if related is not None else None  # as it was when the prompt was built
-            out = await run_fill(snap, hole, policy, backend, self.caches,
+            out = await run_fill(snap, hole, policy, engine, self.caches,
                                  worker=self.worker, request_id=self.request_id(), trace=trace,
                                  identity_of=self.store.identity, events=events, related=related, shape=shape)
             out.stats.index = index

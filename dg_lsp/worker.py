@@ -1,33 +1,39 @@
 """The engine thread: loads the backend, runs one engine job at a time, debounces and cancels them.
 
-Everything here is called from the event loop except what runs on `EngineThread` (loading, the check fill and
+Everything here is called from the event loop except what runs on the engine thread (loading, the check fill and
 `backend.infill`). The loop never waits on the engine: it awaits an asyncio future wrapping the thread's work.
-Cancellation is cooperative: a `Ticket` wraps the backend's cancel flag, which the engine checks between
-denoising steps, so a cancelled job stops within one step and frees the thread for the next one.
+The thread, the job (`Ticket`, an engine.seam_jobs.FillJob), its inputs and the supersede rule are the shape the
+engine service's scheduler shares (engine/seam_jobs.py); this module adds the server's own: calls answered as
+asyncio futures, debounce, and cancelling by document or request. Cancellation is cooperative: a ticket's cancel
+flag is the backend's own, which the engine checks between denoising steps, so a cancelled job stops within one
+step and frees the thread for the next one.
 
 The backend is whatever the factory returns: anything that satisfies `engine.seam.InfillBackend`
 (dg_lsp.backends.factory.build_backend: the embedded engine, the engine service or an OpenAI-compatible server).
 "ready" means it loaded and its check fill ran (dg_lsp.loading.check_fill); a remote backend's state then follows
-its server (`_follow`).
+its server (`_follow`). A fill holds one `Loaded` handle from prompt to job, so a reload in between cannot make
+it build the prompt for one backend and run it on another.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dg_lsp.config import Settings
 from dg_lsp.loading import CHECK_FILL_S, ModelCheckError, check_fill
 from dg_lsp.sched import short_slice
 from engine.seam import CancelFlag, FillResult, InfillBackend, RequestKind, StepDraft
+from engine.seam_jobs import EngineThread, FillInputs, FillJob, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -36,49 +42,25 @@ log = logging.getLogger(__name__)
 SEED = 0
 
 
-@dataclass(eq=False)  # identity: tickets live in a set
-class Ticket:
-    """One engine job as the loop sees it: its cancel token and step counters.
+@dataclass(frozen=True)
+class Loaded:
+    """The loaded backend and the load it came from (`Worker.loaded`). A fill holds one from its prompt to its job:
+    the prompt is built with this backend's format and encoder, and the job runs on this backend or not at all
+    (`Worker.infill` refuses a handle a reload has replaced)."""
 
-    `steps_done` is written by the engine thread (in on_step) and read by the loop; ints are written
-    atomically in CPython, and the figure is a measurement, not a synchronisation device.
-    """
+    backend: InfillBackend
+    generation: int
+
+
+@dataclass(eq=False, kw_only=True)  # identity: tickets live in a set
+class Ticket(FillJob):
+    """One engine job as the loop sees it (engine.seam_jobs.FillJob: backend, inputs, cancel, step counts), with
+    what the server cancels it by: its document, its request, and what asked for it."""
 
     uri: str
     request_id: str
     kind: RequestKind
-    token: CancelFlag
-    steps_done: int = 0
-    steps_at_cancel: int | None = None
-    why_cancelled: str | None = None
-    started_at: float | None = None  # perf_counter() on the engine thread when the job started / finished
-    finished_at: float | None = None
-
-    def cancel(self, why: str) -> None:
-        if self.steps_at_cancel is None:
-            self.steps_at_cancel = self.steps_done
-            self.why_cancelled = why
-        self.token.cancel()
-
-    @property
-    def steps_after_cancel(self) -> int | None:
-        return None if self.steps_at_cancel is None else self.steps_done - self.steps_at_cancel
-
-
-@dataclass(frozen=True)
-class EngineJob:
-    """The engine inputs of one fill; `on_step` runs on the engine thread after every denoising step."""
-
-    context_ids: list[int]
-    canvas_length: int
-    steps: int | None
-    entropy_bound: float | None
-    max_canvases: int = 1
-    seed: int = SEED
-    on_step: Callable[[StepDraft], None] | None = field(default=None, compare=False)
-    draft_text: bool = False  # decode each step's canvas to text (only dg/draft shows it)
-    init_ids: list[int] | None = None  # the seed canvas (engine.seam.InfillBackend.infill), None: from noise
-    start_noise: float = 1.0
+    generation: int  # the load its backend came from (Loaded.generation)
 
 
 Check = Callable[[InfillBackend, CancelFlag], None]
@@ -90,7 +72,7 @@ class Worker:
     def __init__(self, factory: Callable[[Settings], InfillBackend], check: Check | None = check_fill) -> None:
         self._factory = factory
         self._check = check
-        self._thread = EngineThread()
+        self._thread = EngineCalls()
         self.engine: InfillBackend | None = None
         self.state = "loading"  # loading | ready | error
         self.error: str | None = None
@@ -98,19 +80,23 @@ class Worker:
         self.generation = 0  # bumps on every (re)load; part of cache keys
         self._latest_call: dict[str, int] = {}
         self._call_ids = itertools.count(1)
-        self._tickets: set[Ticket] = set()
+        self._tickets: Jobs[Ticket] = Jobs()
         self.on_state_change: Callable[[str], None] | None = None  # called with a message when `state` follows
         # a remote backend's server going away or coming back
 
     # -- model -------------------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> Loaded | None:
+        """The backend a fill starting now builds its prompt with and runs on (None: none is loaded)."""
+        return None if self.engine is None else Loaded(self.engine, self.generation)
 
     async def load(self, settings: Settings) -> None:
         """(Re)load the model on the engine thread; queued behind a running job, so the swap is atomic."""
         self.generation += 1
         gen = self.generation
         self.state, self.error = "loading", None
-        for t in list(self._tickets):
-            t.cancel("model reload")
+        self._tickets.cancel(lambda t: True, "model reload")
         t0 = time.perf_counter()
         try:
             engine = await self._thread.submit(self._factory, settings).result
@@ -150,6 +136,7 @@ class Worker:
 
     async def _check_fill(self, engine: InfillBackend) -> None:
         """The check fill on the engine thread, cancelled after CHECK_FILL_S."""
+        assert self._check is not None
         token = engine.new_cancel_token()
         timer = asyncio.get_running_loop().call_later(CHECK_FILL_S, token.cancel)
         try:
@@ -169,40 +156,37 @@ class Worker:
             await asyncio.sleep(0)  # still let already-queued keystrokes through first
         return self._latest_call.get(key) == call
 
-    def ticket(self, uri: str, request_id: str, kind: RequestKind, token: CancelFlag) -> Ticket:
-        """A cancel ticket for a new job; a keystroke's job supersedes older keystroke jobs on its document."""
-        if kind == "keystroke":
-            self.cancel_document(uri, "superseded", kinds=("keystroke",))
-        t = Ticket(uri=uri, request_id=request_id, kind=kind, token=token)
-        self._tickets.add(t)
+    def ticket(self, uri: str, request_id: str, kind: RequestKind, engine: Loaded, inputs: FillInputs,
+               on_step: Callable[[StepDraft], None] | None = None) -> Ticket:
+        """A new job on `engine`'s backend; a keystroke's job supersedes older keystroke jobs on its document (its
+        supersede key is the document; a command's is None: never superseded). `release` it when done."""
+        t = Ticket(engine.backend, inputs, key=uri if kind == "keystroke" else None, on_step=on_step, uri=uri,
+                   request_id=request_id, kind=kind, generation=engine.generation)
+        self._tickets.add(t, "superseded")
         return t
 
     def release(self, ticket: Ticket) -> None:
         self._tickets.discard(ticket)
 
     def cancel_document(self, uri: str, why: str, kinds: tuple[RequestKind, ...] = ("keystroke", "command")) -> int:
-        hits = [t for t in self._tickets if t.uri == uri and t.kind in kinds]
-        for t in hits:
-            t.cancel(why)
-        return len(hits)
+        return len(self._tickets.cancel(lambda t: t.uri == uri and t.kind in kinds, why))
 
     def cancel_request(self, request_id: str, why: str = "$/cancelRequest") -> bool:
-        hits = [t for t in self._tickets if t.request_id == request_id]
-        for t in hits:
-            t.cancel(why)
-        return bool(hits)
+        return bool(self._tickets.cancel(lambda t: t.request_id == request_id, why))
 
     # -- running -----------------------------------------------------------------------------------------
 
-    async def infill(self, ticket: Ticket, job: EngineJob) -> FillResult | None:
-        """Run `backend.infill` on the engine thread (None: cancelled before it started). If the awaiting task is
-        cancelled, the engine is too."""
-        engine = self.engine
-        if engine is None:
-            raise RuntimeError("the model is not loaded")
-        run = self._thread.submit(_run, engine, ticket, job)
+    async def infill(self, ticket: Ticket) -> FillResult | None:
+        """Run the ticket's fill on the engine thread, on the backend it was made for (None: cancelled before it
+        started, or that backend was replaced by a reload since: the job is cancelled, "model reload", and no
+        backend sees it). If the awaiting task is cancelled, the engine is too."""
+        if ticket.generation != self.generation or ticket.backend is not self.engine:
+            ticket.cancel("model reload")
+            return None
+        run = self._thread.submit(ticket.run)
         try:
-            return await run.result
+            res: FillResult | None = await run.result
+            return res
         except asyncio.CancelledError:
             ticket.cancel("request cancelled")
             # The engine stops within one step; wait for it so the ticket's figures are final when reported.
@@ -211,8 +195,7 @@ class Worker:
             raise
 
     def shutdown(self) -> None:
-        for t in list(self._tickets):
-            t.cancel("shutdown")
+        self._tickets.cancel(lambda t: True, "shutdown")
         self._thread.shutdown()
 
     def wait_stopped(self, timeout_s: float) -> bool:
@@ -223,32 +206,37 @@ class Worker:
 
 @dataclass(frozen=True)
 class Submitted:
-    """A call queued on the EngineThread: `result` (its value or exception; cancelling it does not stop the call)
+    """A call queued on the engine thread: `result` (its value or exception; cancelling it does not stop the call)
     and `finished` (set once the call has returned, even when `result` was cancelled)."""
 
-    result: asyncio.Future
-    finished: asyncio.Future
+    result: asyncio.Future[Any]
+    finished: asyncio.Future[None]
 
 
-class EngineThread:
-    """One daemon thread running calls in the order submitted, each answered to the loop as asyncio futures.
+class EngineCalls:
+    """The server's engine thread (engine.seam_jobs.EngineThread): calls run in the order submitted, each answered
+    to the loop as asyncio futures (a load, a check fill, a ticket's fill).
 
     A queue and one call_soon_threadsafe per result cost about half of what a ThreadPoolExecutor behind
     asyncio.wrap_future and asyncio.shield did, in each direction (figures in the commit that made the change).
     """
 
     def __init__(self, name: str = "dg-engine") -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._queue: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, Submitted, Callable[..., Any],
+                                             tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._thread = EngineThread(self._take, name, on_start=short_slice)  # woken for each job: dg_lsp.sched
         self._closed = False
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread.thread
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Submitted:
         if self._closed:
             raise RuntimeError("the engine thread has shut down")
         loop = asyncio.get_running_loop()
         out = Submitted(loop.create_future(), loop.create_future())
-        if self._thread.ident is None:  # not started yet
-            self._thread.start()
+        self._thread.start()
         self._queue.put((loop, out, fn, args))
         return out
 
@@ -259,26 +247,27 @@ class EngineThread:
 
     def join(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for the thread to end; True when it has (or never started)."""
-        if self._thread.ident is not None:
-            self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        return self._thread.join(timeout_s)
 
-    def _serve(self) -> None:
-        short_slice()  # woken for each job: see dg_lsp.sched
-        while (item := self._queue.get()) is not None:
-            loop, out, fn, args = item
-            value, error = None, None
-            if self._closed:
-                error = RuntimeError("the engine thread has shut down")
-            else:
-                try:
-                    value = fn(*args)
-                except BaseException as e:  # noqa: BLE001 -- handed to the awaiting coroutine
-                    error = e
+    def _take(self) -> Callable[[], None] | None:  # engine thread
+        item = self._queue.get()
+        return None if item is None else functools.partial(self._call, *item)
+
+    def _call(self, loop: asyncio.AbstractEventLoop, out: Submitted, fn: Callable[..., Any],
+              args: tuple[Any, ...]) -> None:  # engine thread
+        value: Any = None
+        error: BaseException | None = None
+        if self._closed:
+            error = RuntimeError("the engine thread has shut down")
+        else:
             try:
-                loop.call_soon_threadsafe(_settle, out, value, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting
-                pass
+                value = fn(*args)
+            except BaseException as e:  # noqa: BLE001 -- handed to the awaiting coroutine
+                error = e
+        try:
+            loop.call_soon_threadsafe(_settle, out, value, error)
+        except RuntimeError:  # the loop is closed: nobody is waiting
+            pass
 
 
 def _settle(out: Submitted, value: Any, error: BaseException | None) -> None:
@@ -289,24 +278,3 @@ def _settle(out: Submitted, value: Any, error: BaseException | None) -> None:
             out.result.set_result(value)
     if not out.finished.done():
         out.finished.set_result(None)
-
-
-def _run(engine: InfillBackend, ticket: Ticket, job: EngineJob) -> FillResult | None:
-    """Engine thread. A job cancelled while it waited in the queue never reaches the engine."""
-    if ticket.token.cancelled:
-        return None
-
-    def on_step(draft: StepDraft) -> None:
-        ticket.steps_done += 1
-        if job.on_step is not None:
-            job.on_step(draft)
-
-    assert threading.current_thread() is not threading.main_thread()
-    ticket.started_at = time.perf_counter()
-    try:
-        return engine.infill(job.context_ids, canvas_length=job.canvas_length, steps=job.steps,
-                             entropy_bound=job.entropy_bound, max_canvases=job.max_canvases, seed=job.seed,
-                             cancel=ticket.token, on_step=on_step, draft_text=job.draft_text,
-                             init_ids=job.init_ids, start_noise=job.start_noise)
-    finally:
-        ticket.finished_at = time.perf_counter()

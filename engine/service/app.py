@@ -268,7 +268,7 @@ async def _fill(request: Request, state: ServiceState, chat: bool) -> Response:
 
     client = parsed.client or f"anonymous-{new_id('c')}"
     try:
-        job = state.scheduler.submit(client, parsed.spec, emit)
+        job = state.scheduler.submit(client, parsed.inputs, emit, parsed.step_events)
     except QueueFull as exc:
         return JSONResponse(error_body(str(exc), 429), 429)
     reply = _Reply(state, parsed, chat, new_id("chatcmpl" if chat else "cmpl"))
@@ -364,7 +364,7 @@ class _Reply:
         if stopped:
             ids = None  # counted again below: the cut text's tokens
         n_out = len(ids) if ids is not None else len(backend.encode(text))
-        n_in = len(self.parsed.spec.context_ids)
+        n_in = len(self.parsed.inputs.context_ids)
         usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
         dg = {"steps": res.steps, "reused_prefix_tokens": res.reused_prefix_tokens, "confidence": res.confidence,
               "timings": {k: round(v, 3) for k, v in res.timings.items()}}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.service.scheduler import FillSpec
+from engine.seam_jobs import FillInputs
 from engine.service.stop import MAX_STOP_CHARS, MAX_STOPS
 
 SEED_MAX = 2**63 - 1
@@ -66,11 +66,12 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class Parsed:
-    spec: FillSpec
+    inputs: FillInputs  # the engine inputs (checked against the service's limits)
     max_tokens: int
     stream: bool
     client: str | None
     stop: tuple[str, ...] = ()  # the answer ends before the first match of any (engine.service.stop)
+    step_events: bool = False  # dg.drafts: a ("step", draft) event after every denoising step
 
 
 def parse_completion(body: Any, info: ModelInfo, limits: Limits) -> Parsed:
@@ -206,9 +207,9 @@ def _parsed(body: Mapping[str, Any], ids: list[int], max_tokens: Any, info: Mode
         _unicode(client, "dg.client")  # it goes into log lines
     stop = _stops(body.get("stop"))
     init_ids, noise = _seed(dg, info, canvas * canvases)
-    spec = FillSpec(list(ids), canvas, canvases, steps, None if bound is None else float(bound), seed,
-                    step_events=drafts, draft_text=draft_text, init_ids=init_ids, start_noise=noise)
-    return Parsed(spec, max_tokens, stream, client, stop)
+    inputs = FillInputs(list(ids), canvas, steps, None if bound is None else float(bound), canvases, seed,
+                        draft_text=drafts and draft_text, init_ids=init_ids, start_noise=noise)
+    return Parsed(inputs, max_tokens, stream, client, stop, step_events=drafts)
 
 
 def _seed(dg: Mapping[str, Any], info: ModelInfo, room: int) -> tuple[list[int] | None, float]:

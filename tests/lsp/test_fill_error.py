@@ -21,7 +21,9 @@ async def fill(backend, caches: FillCaches, worker: Worker, kind: str = "keystro
     snap = Document("file:///p.py", "python", 1, TEXT).snapshot()
     hole = hole_at_cursor(snap, TEXT.index("return ") + len("return "))
     policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=False, encoding="utf-16")
-    return await run_fill(snap, hole, policy, backend, caches, worker=worker, request_id="r1", trace=Trace(0.0),
+    engine = worker.loaded  # the fill's one backend handle: the test's backend, as loaded
+    assert engine is not None and engine.backend is backend
+    return await run_fill(snap, hole, policy, engine, caches, worker=worker, request_id="r1", trace=Trace(0.0),
                           identity_of=lambda uri: (0, 1), events=FillEvents(draft=lambda body: None, busy=lambda: None))
 
 

@@ -1,6 +1,7 @@
 """The shape of the language server's code: no import cycle inside dg_lsp (imports under TYPE_CHECKING and inside
 functions included), no module over 400 lines, no product module importing test helpers, and the server itself
-(everything but the backends, their loader and the command line) seeing the engine only through engine.seam."""
+(everything but the backends, their loader and the command line) seeing the engine only through its seam modules:
+engine.seam (the backend contract) and engine.seam_jobs (the engine thread and job shape the service shares)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def test_no_module_over_400_lines():
 
 # Where a concrete engine is named: backend implementations, the embedded engine's loader, the command line.
 BACKEND_SIDE = ("dg_lsp.backends", "dg_lsp.loading", "dg_lsp.__main__")
+# The engine modules the rest of the server may import (a name imported from one counts as that module).
+SEAM = ("engine.seam", "engine.seam_jobs")
 
 
 def test_product_code_does_not_import_test_helpers():
@@ -77,6 +80,13 @@ def test_the_server_sees_the_engine_only_through_the_seam():
     for path in PACKAGE.rglob("*.py"):
         if module_name(path).startswith(BACKEND_SIDE):
             continue
-        internal = {m for m in imports(path) if m.startswith("engine.") and not m.startswith("engine.seam")}
-        internal.discard("engine")
+        internal = {m for m in imports(path) if m.startswith("engine.") and ".".join(m.split(".")[:2]) not in SEAM}
         assert not internal, (module_name(path), internal)
+
+
+def test_the_seam_modules_import_no_other_engine_module():
+    """Else the server would see the engine's internals through them."""
+    for name in SEAM:
+        path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+        internal = {m for m in imports(path) if m.startswith("engine.") and ".".join(m.split(".")[:2]) not in SEAM}
+        assert not internal, (name, internal)

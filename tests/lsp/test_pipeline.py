@@ -25,7 +25,9 @@ async def fill(backend: FakeBackend, caches: FillCaches, worker: Worker, store_v
     policy = Policy(kind, steps=3, entropy_bound=None, context_tokens=256, drafts=True, encoding="utf-16",
                     min_confidence=min_confidence, force=force)
     events = FillEvents(draft=drafts.append, busy=lambda: None)
-    return await run_fill(snap, hole, policy, backend, caches, worker=worker, request_id="r1",
+    engine = worker.loaded  # the fill's one backend handle: the test's backend, as loaded
+    assert engine is not None and engine.backend is backend
+    return await run_fill(snap, hole, policy, engine, caches, worker=worker, request_id="r1",
                           trace=trace or Trace(0.0), identity_of=lambda uri: (0, store_version[0]), events=events)
 
 

@@ -1,5 +1,5 @@
 """The engine thread with the seam's test double (tests/seam_fakes.py): loading, latest-wins debounce,
-cancellation within one step."""
+cancellation within one step, one backend per fill across a reload."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from dg_lsp.config import Settings
-from dg_lsp.worker import EngineJob, EngineThread, Worker
-from engine.seam import CancelToken
+from dg_lsp.worker import EngineCalls, Loaded, Worker
+from engine.seam_jobs import FillInputs
 from tests.seam_fakes import FakeBackend
 
 
@@ -41,8 +41,8 @@ async def test_load_failure_is_reported_not_raised():
 async def test_engine_runs_off_the_loop_thread():
     eng = slow_engine(0.001)
     w = await ready_worker(eng)
-    t = w.ticket("file:///a.py", "1", "keystroke", CancelToken())
-    res = await w.infill(t, EngineJob([1, 2], 16, 4, None))
+    t = w.ticket("file:///a.py", "1", "keystroke", w.loaded, FillInputs([1, 2], 16, 4, None))
+    res = await w.infill(t)
     assert res.steps == 4 and t.steps_done == 4
     assert eng.threads[0] is not threading.current_thread()
     w.shutdown()
@@ -61,9 +61,9 @@ async def test_cancel_stops_within_one_step(how):
     w = await ready_worker(eng)
     seen = asyncio.Event()
     loop = asyncio.get_running_loop()
-    t = w.ticket("file:///a.py", "7", "command", CancelToken())
-    job = EngineJob([1], 16, 200, None, on_step=lambda d: d.step == 3 and loop.call_soon_threadsafe(seen.set))
-    task = asyncio.ensure_future(w.infill(t, job))
+    t = w.ticket("file:///a.py", "7", "command", w.loaded, FillInputs([1], 16, 200, None),
+                 on_step=lambda d: d.step == 3 and loop.call_soon_threadsafe(seen.set))
+    task = asyncio.ensure_future(w.infill(t))
     await seen.wait()
     if how == "ticket":
         t.cancel("test")
@@ -87,10 +87,11 @@ async def test_cancel_stops_within_one_step(how):
 
 async def test_new_inline_job_supersedes_inline_but_not_command():
     w = Worker(lambda s: None)
-    cmd = w.ticket("u", "1", "command", CancelToken())
-    old = w.ticket("u", "2", "keystroke", CancelToken())
-    other = w.ticket("v", "3", "keystroke", CancelToken())
-    new = w.ticket("u", "4", "keystroke", CancelToken())
+    on, inputs = Loaded(FakeBackend(), w.generation), FillInputs([1], 16)
+    cmd = w.ticket("u", "1", "command", on, inputs)
+    old = w.ticket("u", "2", "keystroke", on, inputs)
+    other = w.ticket("v", "3", "keystroke", on, inputs)
+    new = w.ticket("u", "4", "keystroke", on, inputs)
     assert old.token.cancelled and old.why_cancelled == "superseded"
     assert not cmd.token.cancelled and not other.token.cancelled and not new.token.cancelled
     w.shutdown()
@@ -99,10 +100,10 @@ async def test_new_inline_job_supersedes_inline_but_not_command():
 async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
     eng = slow_engine(0.01)
     w = await ready_worker(eng)
-    first = w.ticket("u", "1", "command", CancelToken())
-    second = w.ticket("u", "2", "command", CancelToken())
-    a = asyncio.ensure_future(w.infill(first, EngineJob([1], 16, 10, None)))
-    b = asyncio.ensure_future(w.infill(second, EngineJob([1], 16, 10, None)))
+    first = w.ticket("u", "1", "command", w.loaded, FillInputs([1], 16, 10, None))
+    second = w.ticket("u", "2", "command", w.loaded, FillInputs([1], 16, 10, None))
+    a = asyncio.ensure_future(w.infill(first))
+    b = asyncio.ensure_future(w.infill(second))
     second.cancel("test")
     assert (await a).steps == 10
     assert await b is None
@@ -111,7 +112,7 @@ async def test_job_cancelled_in_the_queue_never_reaches_the_engine():
 
 
 async def test_engine_thread_runs_calls_in_order_and_hands_back_errors():
-    th = EngineThread()
+    th = EngineCalls()
     order: list[int] = []
 
     def call(i: int) -> int:
@@ -126,12 +127,12 @@ async def test_engine_thread_runs_calls_in_order_and_hands_back_errors():
     with pytest.raises(ValueError, match="bad input"):
         await runs[2].result
     assert await runs[3].result == 30 and order == [0, 1, 2, 3]
-    assert threading.current_thread() is not th._thread
+    assert threading.current_thread() is not th.thread
     th.shutdown()
 
 
 async def test_engine_thread_finished_outlives_a_cancelled_result_and_shutdown_drops_the_queue():
-    th = EngineThread()
+    th = EngineCalls()
     gate = threading.Event()
     first = th.submit(gate.wait, 5)
     second = th.submit(lambda: "never")
@@ -143,6 +144,25 @@ async def test_engine_thread_finished_outlives_a_cancelled_result_and_shutdown_d
         await asyncio.wait_for(second.result, 5)
     with pytest.raises(RuntimeError, match="shut down"):
         th.submit(lambda: None)
+
+
+async def test_a_fill_runs_on_the_backend_its_prompt_was_built_for_or_not_at_all():
+    """A reload between a fill's prompt and its job: the job never reaches either backend, and is reported as
+    cancelled by the reload (the prompt was laid out for the replaced backend)."""
+    first, second = slow_engine(0.0), slow_engine(0.0)
+    backends = iter([first, second])
+    w = Worker(lambda s: next(backends), check=None)
+    await w.load(Settings())
+    engine = w.loaded  # what the pipeline builds the prompt with
+    assert engine is not None and engine.backend is first
+    await w.load(Settings())  # a settings change reloads meanwhile
+    assert w.engine is second and first.closed
+    t = w.ticket("u", "1", "keystroke", engine, FillInputs([1], 16, 4, None))
+    assert await w.infill(t) is None
+    assert t.why_cancelled == "model reload" and first.calls == [] and second.calls == []
+    fresh = w.ticket("u", "2", "keystroke", w.loaded, FillInputs([1], 16, 4, None))
+    assert (await w.infill(fresh)).steps == 4 and len(second.calls) == 1
+    w.shutdown()
 
 
 class NoFillEngine(FakeBackend):

@@ -8,7 +8,8 @@ import threading
 import pytest
 from service_fakes import FakeBackend
 
-from engine.service.scheduler import FillSpec, QueueFull, Scheduler
+from engine.seam_jobs import FillInputs
+from engine.service.scheduler import QueueFull, Scheduler
 
 
 class Outcome:
@@ -28,9 +29,9 @@ class Outcome:
         return self.events[-1]
 
 
-def spec(n: int, **kw) -> FillSpec:
+def spec(n: int, **kw) -> FillInputs:
     """A job whose context has n tokens (the fake's fill then says "filled:n")."""
-    return FillSpec(context_ids=[5] * n, canvas_length=8, **kw)
+    return FillInputs(context_ids=[5] * n, canvas_length=8, **kw)
 
 
 @pytest.fixture
@@ -67,7 +68,7 @@ def test_a_newer_request_supersedes_the_clients_waiting_one_in_its_place(held):
 def test_a_newer_request_cancels_the_clients_running_fill(held):
     sched, backend = held
     old, new = Outcome(), Outcome()
-    sched.submit("a", spec(1, step_events=True), old)
+    sched.submit("a", spec(1), old, step_events=True)
     assert backend.started.wait(5)
     sched.submit("a", spec(2), new)
     backend.gate.set()
@@ -96,7 +97,7 @@ def test_step_events_come_before_the_result():
     sched = Scheduler()
     sched.start(FakeBackend(steps=3))
     out = Outcome()
-    sched.submit("a", spec(2, step_events=True, draft_text=True), out)
+    sched.submit("a", spec(2, draft_text=True), out, step_events=True)
     assert out.final()[0] == "done"
     assert [(k, getattr(p, "step", None)) for k, p in out.events[:-1]] == [("step", 1), ("step", 2), ("step", 3)]
     sched.stop()
@@ -106,7 +107,7 @@ def test_a_failing_fill_is_reported_and_the_next_one_runs():
     sched = Scheduler()
     sched.start(FakeBackend(fail_when_first_id=6))
     bad, good = Outcome(), Outcome()
-    sched.submit("a", FillSpec([6, 6], canvas_length=8), bad)
+    sched.submit("a", FillInputs([6, 6], canvas_length=8), bad)
     sched.submit("b", spec(2), good)
     kind, message = bad.final()
     assert kind == "error" and "refuses" in message

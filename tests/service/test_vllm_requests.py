@@ -82,7 +82,7 @@ async def fill_all(backend, steps: int | None) -> list[str]:
             kind = "command" if name == "long rewrite" else "keystroke"
             policy = Policy(kind, steps=steps, entropy_bound=None, context_tokens=1024, drafts=False,
                             encoding="utf-16")
-            await run_fill(snap, hole, policy, backend, FillCaches(), worker=worker, request_id=name,
+            await run_fill(snap, hole, policy, worker.loaded, FillCaches(), worker=worker, request_id=name,
                            trace=Trace(0.0), identity_of=lambda uri: snap.identity,
                            events=FillEvents(draft=lambda body: None, busy=lambda: None))
             names.append(name)
