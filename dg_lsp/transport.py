@@ -1,11 +1,11 @@
 """The message loop shared by stdio and TCP: bytes -> frames (dg_lsp.framing) -> messages (dg_lsp.jsonrpc) ->
-`DgProtocol.receive`, one at a time in the order the client sent them.
+`Dispatcher.receive` (dg_lsp.dispatch), one at a time in the order the client sent them.
 
 pygls' own loop (`pygls.io_.run_async`) dies on a header line over its reader's limit, waits forever on a huge
 Content-Length, and after any header it does not expect drops every message until a stray blank line comes. This
 loop never stops on input: a bad frame is logged and answered with a Parse error (id null), and reading resumes at
 the next `Content-Length` header; a body that is not a message gets the JSON-RPC error the specification asks for.
-It returns when the stream ends or on `exit` (pygls' `exit` handler raises SystemExit), with LSP's exit code.
+It returns when the stream ends or on `exit` (the dispatcher sets its `exit_code`), with LSP's exit code.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ Gate = Callable[[dict[str, Any]], "str | None"]  # the first message -> None to 
 
 async def serve_messages(read: Callable[[], Awaitable[bytes]], protocol: Any, arrivals: Any = None,
                          gate: Gate | None = None) -> int:
-    """Feed `protocol` until the stream ends (`read` returns b"") or the client sends `exit`. Returns LSP's exit
-    code: 0 after `shutdown`, else 1. `arrivals` (dg_lsp.stdio.Arrivals) times each message's last byte; `gate`
-    must accept the first message, else the connection is answered once and closed."""
+    """Feed `protocol` (a dg_lsp.dispatch.Dispatcher) until the stream ends (`read` returns b"") or the client
+    sends `exit`. Returns LSP's exit code: 0 after `shutdown`, else 1. `arrivals` (dg_lsp.stdio.Arrivals) times
+    each message's last byte; `gate` must accept the first message, else the connection is answered once and
+    closed."""
     framer = Framer(body_limit=UNAUTHORIZED_BODY_LIMIT if gate is not None else BODY_LIMIT)
     if arrivals is not None:
-        protocol.arrivals = arrivals
+        protocol.clock.arrivals = arrivals
     while data := await read():
         framer.feed(data)
         while (event := framer.next()) is not None:
@@ -43,7 +44,7 @@ async def serve_messages(read: Callable[[], Awaitable[bytes]], protocol: Any, ar
                     return 1
                 continue
             if arrivals is not None:
-                protocol.arrived_at = arrivals.at(event.end)
+                protocol.clock.arrived_at = arrivals.at(event.end)
             message = read_message(event.body)
             if isinstance(message, Refused):
                 _refuse(protocol, message, event.start)
@@ -64,7 +65,7 @@ async def serve_messages(read: Callable[[], Awaitable[bytes]], protocol: Any, ar
                 return code
     if framer.pending:
         log.error("the stream ended inside a message (%d bytes unread)", framer.pending)
-    return 0 if protocol._shutdown else 1
+    return 0 if protocol.shut_down else 1
 
 
 def _refuse(protocol: Any, refused: Refused, at: int) -> None:
@@ -77,12 +78,10 @@ def _deliver(protocol: Any, message: dict[str, Any]) -> int | None:
     """Hand one message to the protocol; the exit code when it was `exit`."""
     try:
         protocol.receive(message)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 1
     except BrokenPipeError:
         raise
-    except Exception:  # pygls answers a handler's errors itself; this is a failure around it
+    except Exception:  # the dispatcher answers a handler's errors itself; this is a failure around it
         log.exception("message not handled")
         if "method" in message and valid_id(message.get("id")):
             protocol.send_error(message["id"], -32603, "internal error in the server; its log has the details")
-    return None
+    return protocol.exit_code
