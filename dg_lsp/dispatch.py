@@ -68,11 +68,13 @@ class Clock:
 class Route:
     """A method's handler. A notification: `run(params)`. A request: `run(params) -> result` at once, or, with
     `arrive`, `arrive(request_id, params) -> arrived` as the message is read and `await run(arrived, params)` as
-    a task. `options`: its capability (dg_lsp.capabilities)."""
+    a task. `options`: its capability (dg_lsp.capabilities). `request`: a request's (a notification with its
+    method is dropped)."""
 
     run: Callable[..., Any]
     arrive: Callable[[str, Any], Any] | None = None
     options: Any = None
+    request: bool = False
 
 
 class InvalidParams(JsonRpcException):
@@ -91,21 +93,21 @@ class Dispatcher:
         self.initialized = False  # `initialize` passed the gate
         self.shut_down = False  # `shutdown` was answered
         self.exit_code: int | None = None  # set by `exit`: the transport stops
-        self._open: dict[str, tuple[Any, asyncio.Task | None]] = {}  # request id -> (its JSON id, its task)
+        self._open: dict[str, tuple[Any, asyncio.Task[None] | None]] = {}  # request id -> (its JSON id, its task)
         client.converter.register_structure_hook(T.Position, _structure_position)
 
     # -- registration -------------------------------------------------------------------------------------------
 
     def request(self, method: str, run: Callable[..., Any], arrive: Callable[[str, Any], Any] | None = None,
                 options: Any = None) -> None:
-        self.routes[method] = Route(run, arrive, options)
+        self.routes[method] = Route(run, arrive, options, request=True)
 
     def notification(self, method: str, run: Callable[[Any], None]) -> None:
         self.routes[method] = Route(run)
 
     def command(self, name: str, run: Callable[..., Any], arrive: Callable[[str, Any], Any] | None = None) -> None:
         """A workspace/executeCommand command; its handler gets the whole ExecuteCommandParams."""
-        self.commands[name] = Route(run, arrive)
+        self.commands[name] = Route(run, arrive, request=True)
 
     def capabilities(self, client: T.ClientCapabilities, experimental: dict[str, Any]
                      ) -> tuple[str, T.ServerCapabilities]:
@@ -119,6 +121,9 @@ class Dispatcher:
 
     def receive(self, data: dict[str, Any]) -> None:
         """One message, in the order the client sent it."""
+        clock = self.clock
+        clock.received_at = clock.arrived_at if clock.arrived_at is not None else time.perf_counter()
+        clock.arrived_at = None
         method = data.get("method")
         if method is None:  # an answer to one of our requests
             if not self.shut_down:
@@ -132,9 +137,6 @@ class Dispatcher:
             else:
                 log.warning("notification %r dropped: %s", method, refusal[1])
             return
-        clock = self.clock
-        clock.received_at = clock.arrived_at if clock.arrived_at is not None else time.perf_counter()
-        clock.arrived_at = None
         try:
             params = self._params(method, has_id, data.get("params"))
         except InvalidParams as error:
@@ -167,16 +169,19 @@ class Dispatcher:
 
     def _params(self, method: str, is_request: bool, raw: Any) -> Any:
         if method == T.TEXT_DOCUMENT_DID_CHANGE and not is_request:
-            if (fast := fastparams.did_change(raw)) is not None:
-                return fast
+            if (change := fastparams.did_change(raw)) is not None:
+                return change
         elif method == T.TEXT_DOCUMENT_INLINE_COMPLETION and is_request:
-            if (fast := fastparams.inline_completion(raw)) is not None:
-                return fast
+            if (inline := fastparams.inline_completion(raw)) is not None:
+                return inline
         types = T.METHOD_TO_TYPES.get(method)
-        if types is None or types[2] is None:
-            return raw if types is None else None
+        if types is None:  # ours: plain JSON
+            return raw
+        params_type: Any = types[2]
+        if params_type is None:  # shutdown, exit
+            return None
         try:
-            return self.client.converter.structure(raw, types[2])
+            return self.client.converter.structure(raw, params_type)
         except Exception as exc:  # noqa: BLE001 -- cattrs' errors (a group, a TypeError, ...): they do not fit
             bad_position = isinstance(exc, BaseExceptionGroup) and \
                 exc.subgroup(lambda e: isinstance(e, _BadPosition)) is not None
@@ -195,9 +200,9 @@ class Dispatcher:
             self.client.progress_cancelled(params.token)
             return
         route = self.routes.get(method)
-        if route is None:
+        if route is None or route.request:  # (a request of ours sent without an id: nothing to answer it with)
             if method not in IGNORED:
-                log.warning("notification for an unknown method %r ignored", method)
+                log.warning("notification for %s method %r ignored", "a request's" if route else "an unknown", method)
             return
         try:
             route.run(params)

@@ -36,7 +36,7 @@ class Client:
         self.writer: Any = None  # .write(bytes); dg_lsp.stdio.TimedWriter or an asyncio StreamWriter
         self.capabilities = T.ClientCapabilities()  # the editor's, from `initialize`
         self._ids = itertools.count(1)
-        self._pending: dict[Any, tuple[asyncio.Future, type | None]] = {}  # our request id -> (future, result type)
+        self._pending: dict[Any, tuple[asyncio.Future[Any], type | None]] = {}  # our id -> (future, its type)
         self._progress_cancel: dict[T.ProgressToken, list[Callable[[], None]]] = {}
 
     def set_writer(self, writer: Any) -> None:
@@ -97,7 +97,7 @@ class Client:
 
     # -- our requests -------------------------------------------------------------------------------------------
 
-    def request(self, method: str, params: Any, msg_id: Any = None) -> asyncio.Future:
+    def request(self, method: str, params: Any, msg_id: Any = None) -> asyncio.Future[Any]:
         """Send a request; the future gets its result (structured into the method's result type) or the
         editor's error as a JsonRpcException."""
         msg_id = f"dg-{next(self._ids)}" if msg_id is None else msg_id
@@ -120,6 +120,8 @@ class Client:
         try:
             if "error" in data:
                 error = self.converter.structure(data, T.ResponseErrorMessage).error
+                if error is None:
+                    raise ValueError("an error response without its error")
                 future.set_exception(JsonRpcException.from_error(error))
             elif response_type is not None:
                 future.set_result(self.converter.structure(data, response_type).result)
@@ -134,7 +136,8 @@ class Client:
             future.cancel()
 
     async def apply_edit(self, params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult | None:
-        return await self.request(T.WORKSPACE_APPLY_EDIT, params)
+        result: T.ApplyWorkspaceEditResult | None = await self.request(T.WORKSPACE_APPLY_EDIT, params)
+        return result
 
     async def register_capability(self, params: T.RegistrationParams) -> None:
         await self.request(T.CLIENT_REGISTER_CAPABILITY, params)

@@ -188,10 +188,12 @@ def test_the_lifecycle_gate():
     d.receive({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"capabilities": {}}})
     d.receive({"jsonrpc": "2.0", "id": 3, "method": "initialized", "params": {}})  # a notification with an id
     d.receive({"jsonrpc": "2.0", "id": 4, "method": "no/such/method"})
+    d.receive({"jsonrpc": "2.0", "method": "dg/documentState", "params": {}})  # a request of ours without an id
     d.receive({"jsonrpc": "2.0", "id": 5, "method": "shutdown"})
     d.receive({"jsonrpc": "2.0", "id": 6, "method": "textDocument/completion", "params": {}})
     codes = {a["id"]: a.get("error", {}).get("code") for a in answers(server.client.writer)}
     assert codes == {1: -32002, 0: None, 2: -32600, 3: -32600, 4: -32601, 5: None, 6: -32600}
+    assert not [m for m in answers(server.client.writer) if "method" in m]  # dropped, not run (nor reported)
     d.receive({"jsonrpc": "2.0", "method": "exit"})
     assert d.exit_code == 0
     again = build_server(engine_factory=lambda s: None, check=None)
@@ -249,14 +251,17 @@ def test_the_initialize_answer_is_the_one_pygls_built():
         assert server.session.encoding == result["capabilities"]["positionEncoding"]
 
 
+PROGRESS_CANCEL = {"jsonrpc": "2.0", "method": "window/workDoneProgress/cancel", "params": {"token": "tok"}}
+
+
 def test_a_progress_cancel_reaches_its_command_until_the_progress_ends():
     server = started()
     stopped = []
     server.client.progress("tok", T.WorkDoneProgressBegin(title="t", cancellable=True))
     server.client.on_progress_cancel("tok", lambda: stopped.append("tok"))
-    server.dispatcher.receive({"jsonrpc": "2.0", "method": "window/workDoneProgress/cancel", "params": {"token": "tok"}})
+    server.dispatcher.receive(PROGRESS_CANCEL)
     assert stopped == ["tok"]
     server.client.on_progress_cancel("tok", lambda: stopped.append("late"))
     server.client.progress("tok", T.WorkDoneProgressEnd())
-    server.dispatcher.receive({"jsonrpc": "2.0", "method": "window/workDoneProgress/cancel", "params": {"token": "tok"}})
+    server.dispatcher.receive(PROGRESS_CANCEL)
     assert stopped == ["tok"]  # ended: nothing left to cancel
