@@ -235,9 +235,7 @@ class Dispatcher:
         except Exception as error:  # noqa: BLE001 -- answered
             self._answer_exception(key, error, method)
             return
-        task = asyncio.ensure_future(self._run(key, method, route, arrived, params))
-        if key in self._open:  # (a cancel may not have come in between: nothing ran yet)
-            self._open[key] = (msg_id, task)
+        self._open[key] = (msg_id, asyncio.ensure_future(self._run(key, method, route, arrived, params)))
 
     async def _run(self, key: str, method: str, route: Route, arrived: Any, params: Any) -> None:
         try:
