@@ -84,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # pygls logs every message body at INFO; keep that for DEBUG only.
-    logging.getLogger("pygls").setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.WARNING)
     token = None
     if args.token_env is not None and not args.tcp:
         print("dg-lsp: --token-env goes with --tcp", file=sys.stderr)
@@ -140,7 +138,7 @@ def leave(worker: Any, code: int) -> int:
                                         ENGINE_STOP_S)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(ValueError, OSError):  # pygls closed stdout on `exit`
+        with contextlib.suppress(ValueError, OSError):  # `exit` closed stdout
             stream.flush()
     os._exit(code)
 

@@ -15,13 +15,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 DOCUMENT_STATE = "dg/documentState"
 
 
-def _member(obj: Any, name: str) -> Any:
-    """pygls hands a custom method's params over as nested namedtuples (plain dicts in unit tests)."""
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def document_state(store: Any, params: Any) -> dict[str, Any]:
-    uri = _member(_member(params, "textDocument"), "uri")
+    doc = params.get("textDocument") if isinstance(params, dict) else None
+    uri = doc.get("uri") if isinstance(doc, dict) else None
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams(f"{DOCUMENT_STATE}: textDocument.uri (a string) is required")
     held = store.get(uri)
@@ -32,9 +28,6 @@ def document_state(store: Any, params: Any) -> dict[str, Any]:
     return {"version": held.version, "length": len(text), "sha256": digest}
 
 
-def register(server: Any) -> None:
-    """Add `dg/documentState` to `server` (a DgServer: it reads `server.store`)."""
-
-    @server.feature(DOCUMENT_STATE)
-    def _document_state(ls: Any, params: Any) -> dict[str, Any]:
-        return document_state(ls.store, params)
+def register(dispatch: Any, ls: Any) -> None:
+    """Add `dg/documentState` to `dispatch` (a dg_lsp.dispatch.Dispatcher), reading the session `ls`'s store."""
+    dispatch.request(DOCUMENT_STATE, lambda params: document_state(ls.store, params))

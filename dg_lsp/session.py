@@ -5,13 +5,13 @@ Everything here runs on the event loop and nothing blocks it; engine work runs o
 immutable `Snapshot`. The handlers are in dg_lsp.handlers (one module per request family), the wiring is
 dg_lsp.server, the fill itself is dg_lsp.pipeline.
 
-Requests are read against the document as it was when they ARRIVED. pygls starts an `async` handler as a task,
-which runs only after the messages already read have been handled: a request followed by a didChange in one read
-would otherwise see the changed document and apply version-1 positions to version 2. So request handlers are
-generators: pygls runs a generator handler at once, in arrival order with the didChange notifications, up to its
-first `yield`; there it calls `receive` (the snapshot, the timing) and yields the async work, which pygls runs as
-a task and whose result the generator returns. Results are computed on that snapshot and dropped if the document
-has moved on before they are sent.
+Requests are read against the document as it was when they ARRIVED. A request's work runs as a task, which starts
+only after the messages already read have been handled: a request followed by a didChange in one read would
+otherwise see the changed document and apply version-1 positions to version 2. So each request has an `arrive`
+part that the dispatcher (dg_lsp.dispatch) runs as the message is read, in order with the didChanges: `receive`
+(positions checked, the snapshot, the trace); its task then works on that snapshot, and results are dropped if the
+document has moved on before they are sent. The session talks to the editor through its `Client`
+(dg_lsp.outgoing) and learns when messages arrived from the dispatcher's `Clock`.
 """
 
 from __future__ import annotations
@@ -22,26 +22,25 @@ import importlib.metadata
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
-from pygls.lsp.server import LanguageServer
+from pygls.exceptions import JsonRpcInvalidParams
 
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.cache import FillCaches, Shown
 from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
 from dg_lsp.context.workspace import Workspace
+from dg_lsp.dispatch import Clock
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.holes import Hole
 from dg_lsp.loading import check_fill
 from dg_lsp.memory import TRIM_AFTER_S, release_free_memory
 from dg_lsp.nextedit.state import NextEdits
+from dg_lsp.outgoing import Client
 from dg_lsp.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
-from dg_lsp.protocol import DgProtocol
-from dg_lsp.stdio import serve_stdio
 from dg_lsp.trace import Trace
 from dg_lsp.worker import Check, Worker
 from engine.seam import InfillBackend, RequestKind
@@ -54,7 +53,6 @@ DRAFT = "dg/draft"
 # answer out for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
 PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
 COMMAND_PARSE_S = 2.0  # a command waits this long (in slices, the loop serving meanwhile) for a fresh tree
-R = TypeVar("R")
 
 
 def server_version() -> str:
@@ -66,18 +64,23 @@ def server_version() -> str:
 
 @dataclass(frozen=True)
 class Received:
-    """A request as it arrived, in order with the didChanges around it: its document then (None: not open) and
-    its trace (timed from the keystroke's didChange)."""
+    """A request as it arrived, in order with the didChanges around it: its JSON-RPC id, its document then (None:
+    not open) and its trace (timed from the keystroke's didChange)."""
 
+    id: str
     snap: Snapshot | None
     trace: Trace
 
 
-class DgServer(LanguageServer):
+class DgServer:
+    """The session: what the handlers share. `client`: messages to the editor; `clock`: when messages arrived."""
+
     def __init__(self, engine_factory: Callable[[Settings], InfillBackend] = build_backend,
-                 default_model: str | None = None, check: Check | None = check_fill) -> None:
-        super().__init__("dg-lsp", server_version(), protocol_cls=DgProtocol,
-                         text_document_sync_kind=T.TextDocumentSyncKind.Incremental)
+                 default_model: str | None = None, check: Check | None = check_fill,
+                 client: Client | None = None, clock: Clock | None = None) -> None:
+        self.client = client if client is not None else Client()
+        self.clock = clock if clock is not None else Clock()
+        self.encoding: Encoding = "utf-16"  # agreed at `initialize` (dg_lsp.capabilities)
         self.settings = Settings()
         self.default_model = default_model  # `--model`: used while the client's modelPath is null
         self.store = DocumentStore()
@@ -87,13 +90,12 @@ class DgServer(LanguageServer):
         self.shown: dict[str, Shown] = {}  # uri -> the inline fill last shown (typed-ahead)
         self.last_latency_ms: float | None = None
         self.load_task: asyncio.Task | None = None
-        self._ids = itertools.count(1)
+        self.loads = itertools.count(1)  # numbers the loads' progress tokens
         self._reparses: dict[str, asyncio.Task] = {}
         self._in_flight = 0  # fills running
         self._active_at = 0.0  # when a fill last finished or an answer was last written (see `_catch_up`)
         self._change_at: dict[str, tuple[float, float]] = {}  # uri -> (arrival, end) of its latest didChange
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
-        self._running: dict[str, asyncio.Task | None] = {}  # request id -> its task (None until it starts)
         self._trim: asyncio.TimerHandle | None = None  # the pending release_memory_soon
         self._calibrated: tuple[InfillBackend | None, float] | None = None  # (backend, its calibrated gate)
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
@@ -102,20 +104,9 @@ class DgServer(LanguageServer):
         self.cross_file = Workspace(self.store)  # context from other files (dg_lsp.context)
         self.roots: list[str] = []  # the client's workspace folders (paths), from `initialize`
         self.next_edits = NextEdits()  # edit histories, proposals and counts of next edits (dg_lsp.nextedit)
-        self.experimental: dict[str, Any] = {}  # initialize's capabilities.experimental (DgProtocol adds it)
+        self.experimental: dict[str, Any] = {}  # initialize's capabilities.experimental (e.g. dgNextEdit)
 
     # -- small helpers ----------------------------------------------------------------------------------------
-
-    @property
-    def encoding(self) -> Encoding:
-        caps = getattr(self.protocol, "server_capabilities", None)
-        enc = caps.position_encoding if caps is not None else None
-        return str(getattr(enc, "value", enc) or "utf-16")  # type: ignore[return-value]
-
-    def request_id(self) -> str:
-        """The JSON-RPC id of the request being handled (pygls keeps it in a context variable)."""
-        msg_id = self.protocol.msg_id
-        return str(msg_id) if msg_id is not None else f"dg-{next(self._ids)}"
 
     def moved_on(self, snap: Snapshot) -> bool:
         """Has the document changed, closed or been reopened since `snap` was taken?"""
@@ -155,25 +146,11 @@ class DgServer(LanguageServer):
             body["request"] = request
         if self.next_edits.counts.requested:
             body["nextEdit"] = self.next_edits.counts.wire()
-        self.protocol.notify(STATUS, body)
+        self.client.notify(STATUS, body)
 
     def warn(self, message: str) -> None:
         log.warning("%s", message)
-        self.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=message))
-
-    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
-        serve_stdio(self, stdin, stdout)  # the loop reads stdin (pygls reads it through a thread pool)
-
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        # pygls' _send_data reports its own failure to write (source JsonRpcInternalError) with a message to the
-        # client, whose write fails the same way, and so on: unbounded recursion, seconds of ever longer tracebacks
-        # in the log after `exit` had closed stdout (the process outlived its client's wait). Only logged here.
-        if source is JsonRpcInternalError:
-            log.error("a message to the client could not be written: %s", error)
-            return
-        if isinstance(self.protocol, DgProtocol) and self.protocol.send_parse_error(error):
-            return
-        super().report_server_error(error, source)
+        self.client.show_message(T.MessageType.Warning, message)
 
     # -- dg/status after a fill -------------------------------------------------------------------------------
 
@@ -189,16 +166,16 @@ class DgServer(LanguageServer):
 
     def status_after_answer(self, body: dict[str, Any], trace: Trace, engine_ms: float = 0.0) -> None:
         self._after_answer[body["id"]] = (body, trace, engine_ms)
-        while len(self._after_answer) > 64:  # a request pygls never answered must not pile up
+        while len(self._after_answer) > 64:  # a request never answered must not pile up
             self._after_answer.pop(next(iter(self._after_answer)))
 
     def after_response(self, msg_id: str) -> None:
-        """DgProtocol calls this once an answer is written."""
+        """The dispatcher calls this once an answer is written."""
         self._active_at = now = time.perf_counter()  # the client's next message is likely close: not idle yet
         pending = self._after_answer.pop(msg_id, None)
         if pending is not None:
             body, trace, engine_ms = pending
-            out = getattr(self.protocol.writer, "handed_at", 0.0) or now  # see dg_lsp.stdio.TimedWriter
+            out = self.client.handed_at or now  # see dg_lsp.stdio.TimedWriter
             body.update(trace.figures(out, now, engine_ms))
             self.send_status(request=body)
 
@@ -212,7 +189,8 @@ class DgServer(LanguageServer):
         else:
             self._change_at[uri] = (arrived, time.perf_counter())
 
-    def receive(self, uri: str, positions: Sequence[T.Position] = (), what: str = "request") -> Received:
+    def receive(self, request_id: str, uri: str, positions: Sequence[T.Position] = (), what: str = "request"
+                ) -> Received:
         """Run where the request arrives (see the module docstring): its document's snapshot now, before any
         later didChange, and its trace. A position on a line past the document's end is Invalid Params."""
         snap = self.store.snapshot(uri, 0.0)
@@ -220,30 +198,26 @@ class DgServer(LanguageServer):
             if pos.line >= len(snap.starts):
                 raise JsonRpcInvalidParams(f"{what}: position is outside the document (line {pos.line}; version "
                                            f"{snap.version} has {len(snap.starts)} lines)")
-        got = self.protocol.received_at
+        got = self.clock.received_at
         change = self._change_at.pop(uri, None)  # the first request after a didChange is timed from it
         trace = Trace(got) if change is None else Trace(change[0], max(0.0, got - change[1]))
-        self._running[self.request_id()] = None
-        return Received(snap, trace)
+        return Received(request_id, snap, trace)
 
     def on_cancel_request(self, request_id: str) -> None:
+        """$/cancelRequest (the dispatcher answers it and cancels its task): its engine job stops too."""
         if self.worker.cancel_request(request_id):
             log.info("request %s cancelled: engine job cancelled", request_id)
-        if request_id in self._running:  # its task stops at its next await (or never starts)
-            task = self._running.pop(request_id)
-            if task is not None:
-                task.cancel()
 
     # -- fills ------------------------------------------------------------------------------------------------
 
-    async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace,
+    async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace, request_id: str,
                    progress_token: T.ProgressToken | None = None, force: bool = False,
                    shape: Shape = HOLE_FILL) -> FillOutcome:
         """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches;
         `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit)."""
         engine = self.worker.loaded  # one backend from prompt to job (dg_lsp.worker.Loaded)
         assert engine is not None, "callers check not_ready() first"
-        events = FillEvents(draft=functools.partial(self.protocol.notify, DRAFT),
+        events = FillEvents(draft=functools.partial(self.client.notify, DRAFT),
                             busy=functools.partial(self.send_status, "busy"),
                             progress=None if progress_token is None else functools.partial(self._progress,
                                                                                             progress_token))
@@ -253,7 +227,7 @@ class DgServer(LanguageServer):
             related = self.cross_file.related if self.cross_file.index is not None else None
             index = self.cross_file.status() if related is not None else None  # as it was when the prompt was built
             out = await run_fill(snap, hole, policy, engine, self.caches,
-                                 worker=self.worker, request_id=self.request_id(), trace=trace,
+                                 worker=self.worker, request_id=request_id, trace=trace,
                                  identity_of=self.store.identity, events=events, related=related, shape=shape)
             out.stats.index = index
             return out
@@ -264,8 +238,7 @@ class DgServer(LanguageServer):
 
     def _progress(self, token: T.ProgressToken, step: int, steps: int) -> None:
         pct = min(100, int(100 * step / max(steps, 1)))
-        self.work_done_progress.report(token, T.WorkDoneProgressReport(message=f"step {step}/{steps}",
-                                                                       percentage=pct))
+        self.client.progress(token, T.WorkDoneProgressReport(message=f"step {step}/{steps}", percentage=pct))
 
     # -- documents: memory after closes ---------------------------------------------------------------------------
 
@@ -295,7 +268,7 @@ class DgServer(LanguageServer):
         """Seconds a background slice should wait before it runs (0: the server is idle now); see `_catch_up`."""
         if self._in_flight:
             return 10 * PARSE_SLICE_S
-        quiet = time.perf_counter() - max(self.protocol.received_at, self._active_at, self.protocol.input_at)
+        quiet = time.perf_counter() - max(self.clock.received_at, self._active_at, self.clock.input_at)
         return 0.0 if quiet > PARSE_IDLE_S else max(PARSE_SLICE_S, PARSE_IDLE_S - quiet)
 
     async def _catch_up(self, uri: str) -> None:
@@ -307,7 +280,7 @@ class DgServer(LanguageServer):
                     delay = 10 * PARSE_SLICE_S
                     continue
                 # input_at: a keystroke that came in this very loop iteration, not yet read, is not idle time
-                quiet = time.perf_counter() - max(self.protocol.received_at, self._active_at, self.protocol.input_at)
+                quiet = time.perf_counter() - max(self.clock.received_at, self._active_at, self.clock.input_at)
                 if quiet <= PARSE_IDLE_S:  # sleep until it may be idle (1 ms polls would wake the loop mid-keystroke)
                     delay = max(PARSE_SLICE_S, PARSE_IDLE_S - quiet)
                     continue
@@ -330,20 +303,3 @@ class DgServer(LanguageServer):
             await asyncio.sleep(0)
         return snap
 
-
-def request_task(handler: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | None]]:
-    """A request's task body (what its generator handler yields): registered while it runs, so $/cancelRequest
-    can cancel it; None if it was cancelled before it started (its answer, an error, is sent already)."""
-
-    @functools.wraps(handler)
-    async def run(ls: DgServer, *args: Any) -> R | None:
-        request_id = ls.request_id()
-        if request_id not in ls._running:
-            return None
-        ls._running[request_id] = asyncio.current_task()
-        try:
-            return await handler(ls, *args)
-        finally:
-            ls._running.pop(request_id, None)
-
-    return run

@@ -8,7 +8,7 @@ socket or character device (e.g. a regular file). The bytes go through dg_lsp.tr
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
 - a message *arrives* when the loop receives the chunk of bytes that completes it (`Arrivals`), before it is
-  parsed; with the thread-pool reader, when it is handled (`DgProtocol.handle_message`);
+  parsed; with the thread-pool reader, when it is handled (`Dispatcher.receive`);
 - an answer is *out* when `TimedWriter` has handed it to the OS: the start of the write plus the CPU time the write
   itself took. Writing to a pipe wakes the client, and the kernel often runs the client at once on this process's
   CPU; the wall time of the write then holds the client's own work (0.6 ms p50 in `bench.lsp_latency` on a 2-core
@@ -23,8 +23,6 @@ import logging
 import sys
 import time
 from typing import Any, BinaryIO
-
-from pygls.io_ import StdoutWriter
 
 from dg_lsp.transport import CHUNK, serve_messages
 
@@ -99,31 +97,39 @@ async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
     return PipeReader(stream, arrivals)
 
 
-class TimedWriter(StdoutWriter):
-    """pygls' stdout writer that notes when each write handed its bytes to the OS (`handed_at`, see above). Once
-    closed (pygls closes it on `exit`), writes are dropped: work cancelled by the exit (a command's progress end)
-    still sends as it unwinds, and the client has stopped reading."""
+class TimedWriter:
+    """A stdout writer that notes when each write handed its bytes to the OS (`handed_at`, see above). Once
+    closed (on `exit`), writes are dropped: work cancelled by the exit (a command's progress end) still sends as
+    it unwinds, and the client has stopped reading."""
 
     handed_at = 0.0
+
+    def __init__(self, stdout: BinaryIO) -> None:
+        self._stdout = stdout
+
+    def close(self) -> None:
+        self._stdout.close()
 
     def write(self, data: bytes) -> None:
         if self._stdout.closed:
             log.debug("dropped %d bytes written after the stream was closed", len(data))
             return
         t0, cpu0 = time.perf_counter(), time.thread_time()
-        super().write(data)
+        self._stdout.write(data)
+        self._stdout.flush()
         wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
         self.handed_at = t0 + min(cpu, wall)  # min: thread_time is coarse on some platforms
 
 
 def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
-    """Serve `server` on stdin/stdout (dg_lsp.transport's loop, `pipe_reader`, `TimedWriter`) until the client
-    exits or the stream ends. Returns LSP's exit code: 0 after `shutdown`, else 1."""
-    server.protocol.set_writer(TimedWriter(stdout or sys.stdout.buffer))
+    """Serve `server` (dg_lsp.server.Server) on stdin/stdout (dg_lsp.transport's loop, `pipe_reader`,
+    `TimedWriter`) until the client exits or the stream ends. Returns LSP's exit code: 0 after `shutdown`, else
+    1."""
+    server.client.set_writer(TimedWriter(stdout or sys.stdout.buffer))
 
     async def main() -> int:
         reader = await pipe_reader(stdin or sys.stdin.buffer)
-        return await serve_messages(reader.read, server.protocol, reader.arrivals)
+        return await serve_messages(reader.read, server.dispatcher, reader.arrivals)
 
     try:
         return asyncio.run(main())

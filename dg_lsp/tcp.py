@@ -103,19 +103,16 @@ async def serve_tcp(make_server: Callable[[], Any], host: str, port: int, token:
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        server = make_server()
-        server.protocol.set_writer(writer)
+        server = make_server()  # dg_lsp.server.Server
+        server.client.set_writer(writer)
         log.info("connection from %s", peer)
         try:
-            code = await serve_messages(lambda: reader.read(CHUNK), server.protocol,
+            code = await serve_messages(lambda: reader.read(CHUNK), server.dispatcher,
                                         gate=TokenGate(token) if token is not None else None)
             log.info("connection from %s ended (exit code %d)", peer, code)
         except ConnectionError as e:
             log.info("connection from %s lost: %s", peer, e)
         finally:
-            worker = getattr(server, "worker", None)
-            if worker is not None:
-                worker.shutdown()
             server.shutdown()
             writer.close()
 

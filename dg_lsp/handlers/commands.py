@@ -2,27 +2,28 @@
 workspace/applyEdit against the document version the fill was computed for (docs/PROTOCOL.md).
 
 Runs on the event loop (the engine job inside the fill on the engine thread). A command reads its positions
-against the document as it was when the command arrived (`command`, run by pygls at once, in order with the
-didChanges; see dg_lsp.session); if the document has changed by the time the fill is ready, nothing is applied:
-`{"applied": false, "reason": "document changed"}`. A code action puts the document's version in the commands it
-offers, so a command run after further edits is refused the same way.
+against the document as it was when the command arrived (`arrive`, run by the dispatcher as the message is read,
+in order with the didChanges; see dg_lsp.session); if the document has changed by the time the fill is ready,
+nothing is applied: `{"applied": false, "reason": "document changed"}`. A code action puts the document's version
+in the commands it offers, so a command run after further edits is refused the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Generator
 from typing import Any
 
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot, offset_at
 from dg_lsp.edits import lsp_text_edit, to_lsp_range, word_char
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
 from dg_lsp.pipeline import LOW_CONFIDENCE
-from dg_lsp.session import DgServer, Received, request_task
+from dg_lsp.session import DgServer, Received
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
@@ -32,13 +33,11 @@ SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and can
 INSTRUCTION_MAX_CHARS = 2_000  # a rewrite's instruction is one request, not a document
 
 
-def register(server: DgServer) -> None:
-    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=list(KINDS.values())))
-    def code_action(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
-        return code_actions(ls, params)
-
-    server.command(FILL_HOLE)(command)
-    server.command(REWRITE_SELECTION)(command)
+def register(dispatch: Dispatcher, ls: DgServer) -> None:
+    dispatch.request(T.TEXT_DOCUMENT_CODE_ACTION, functools.partial(code_actions, ls),
+                     options=T.CodeActionOptions(code_action_kinds=list(KINDS.values())))
+    for name in (FILL_HOLE, REWRITE_SELECTION):
+        dispatch.command(name, functools.partial(run_command, ls), arrive=functools.partial(arrive, ls))
 
 
 def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
@@ -68,7 +67,7 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T
     if (anyway := _anyway(ls, uri, identity, start, end)) is not None:
         offered.append(anyway)
     only = params.context.only
-    caps = ls.client_capabilities.text_document
+    caps = ls.client.capabilities.text_document
     literals = getattr(caps and caps.code_action, "code_action_literal_support", None) is not None
     actions: list[T.Command | T.CodeAction] = []
     for title, name, arg in offered:
@@ -111,19 +110,18 @@ def is_word(text: str, start: int, end: int) -> bool:
     return not (start > 0 and word_char(text[start - 1])) and not (end < len(text) and word_char(text[end]))
 
 
-def command(ls: DgServer, params: T.ExecuteCommandParams) -> Generator[Any, Any, dict[str, Any]]:
-    """dg.fillHole / dg.rewriteSelection as pygls runs it: the arguments checked and the document's snapshot taken
-    where the command arrives, then `run_command` as a task (see the module docstring)."""
+def arrive(ls: DgServer, request_id: str, params: T.ExecuteCommandParams) -> tuple[dict[str, Any], Received]:
+    """dg.fillHole / dg.rewriteSelection where the command arrives: the arguments checked and the document's
+    snapshot taken; then `run_command` runs as a task (see the module docstring)."""
     arg = parse_command_args(params.command, params.arguments)
     positions = [arg["start"], arg["end"]] if params.command == REWRITE_SELECTION else [arg["position"]]
-    seen = ls.receive(arg["uri"], positions, params.command)
-    return (yield run_command, (ls, params, arg, seen), None)
+    return arg, ls.receive(request_id, arg["uri"], positions, params.command)
 
 
-@request_task
-async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[str, Any], seen: Received
+async def run_command(ls: DgServer, arrived: tuple[dict[str, Any], Received], params: T.ExecuteCommandParams
                       ) -> dict[str, Any]:
-    """One fill against `seen.snap`, then exactly one workspace/applyEdit, or nothing."""
+    """One fill against the snapshot taken on arrival, then exactly one workspace/applyEdit, or nothing."""
+    arg, seen = arrived
     t0 = seen.trace.mark("handler")
     rewrite = params.command == REWRITE_SELECTION
 
@@ -165,13 +163,14 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     token = params.work_done_token
     if token is not None:
         title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
-        ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
-        _cancel_on_progress_cancel(ls, token)
+        ls.client.progress(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
+        # window/workDoneProgress/cancel: the job stops as a $/cancelRequest would stop it
+        ls.client.on_progress_cancel(token, lambda: ls.worker.cancel_request(seen.id, "progress cancelled"))
     try:
-        out = await ls.fill(snap, hole, "command", seen.trace, token, force=arg["force"])
+        out = await ls.fill(snap, hole, "command", seen.trace, seen.id, token, force=arg["force"])
     finally:
         if token is not None:
-            ls.work_done_progress.end(token, T.WorkDoneProgressEnd())
+            ls.client.progress(token, T.WorkDoneProgressEnd())
     ls.report(out.stats, seen.trace, after_answer=False)
     if out.error is not None:  # the backend failed (a remote server's error): say so, edit nothing
         ls.warn(f"dg-lsp: the fill failed: {out.error}")
@@ -188,7 +187,7 @@ async def run_command(ls: DgServer, params: T.ExecuteCommandParams, arg: dict[st
     doc_edit = T.TextDocumentEdit(text_document=versioned, edits=[edit])
     label = "dg: rewrite selection" if rewrite else "dg: fill hole"
     try:
-        res = await ls.workspace_apply_edit_async(
+        res = await ls.client.apply_edit(
             T.ApplyWorkspaceEditParams(edit=T.WorkspaceEdit(document_changes=[doc_edit]), label=label))
     except JsonRpcException as error:  # the client answered with an error: not applied, and why
         return done(False, f"the client did not apply the edit: {error.message or f'error {error.code}'}")
@@ -204,22 +203,13 @@ def withheld(ls: DgServer, snap: Snapshot, start: int, end: int, rewrite: bool, 
     gate = ls.min_confidence()
     ls.withheld[snap.uri] = (snap.identity, start, end, rewrite, confidence)
     what = "rewrite" if rewrite else "fill"
-    ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=(
+    ls.client.show_message(T.MessageType.Info, (
         f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply it "
-        f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here.")))
+        f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here."))
     # the document it was computed for: a client that resends the command with force adds these, so an "apply
     # anyway" after an edit or a reopen is refused ("document changed") instead of landing at stale positions
     return {**result, "confidence": round(confidence, 4), "minConfidence": gate, "version": snap.version,
             "documentOpen": snap.opened}
-
-
-def _cancel_on_progress_cancel(ls: DgServer, token: T.ProgressToken) -> None:
-    """window/workDoneProgress/cancel cancels the future pygls keeps for the token; cancel our job too."""
-    fut = ls.work_done_progress.tokens.get(token)
-    request_id = ls.request_id()
-    if fut is not None:
-        fut.add_done_callback(
-            lambda f: f.cancelled() and ls.worker.cancel_request(request_id, "progress cancelled"))
 
 
 def _nat(v: Any) -> bool:

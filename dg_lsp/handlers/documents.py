@@ -1,6 +1,6 @@
 """Document sync: didOpen, didChange, didClose. Runs on the event loop: each handler mutates the document store
-at once, in arrival order (dg_lsp.protocol sends didChange straight here), and leaves the reparse to the background
-(DgServer.catch_up)."""
+at once, in arrival order (the dispatcher, dg_lsp.dispatch, calls them as each message is read), and leaves the
+reparse to the background (DgServer.catch_up)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import logging
 
 from lsprotocol import types as T
 
+from dg_lsp.dispatch import Dispatcher
 from dg_lsp.session import DgServer
 
 log = logging.getLogger(__name__)
 OPEN_PARSE_S = 0.05  # didOpen parses this long on the loop; a bigger file finishes in the background
 
 
-def register(server: DgServer) -> None:
-    @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: DgServer, params: T.DidOpenTextDocumentParams) -> None:
+def register(dispatch: Dispatcher, ls: DgServer) -> None:
+    def did_open(params: T.DidOpenTextDocumentParams) -> None:
         d = params.text_document
         ls.worker.cancel_document(d.uri, "reopened")
         ls.shown.pop(d.uri, None)
@@ -27,10 +27,9 @@ def register(server: DgServer) -> None:
             ls.catch_up(d.uri)
         ls.cross_file.opened(d.uri)
 
-    @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: DgServer, params: T.DidChangeTextDocumentParams) -> None:
+    def did_change(params: T.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
-        arrived = ls.protocol.received_at
+        arrived = ls.clock.received_at
         ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
         if uri not in ls.store:
             log.warning("didChange for a document that is not open: %s", uri)
@@ -43,12 +42,10 @@ def register(server: DgServer) -> None:
         ls.note_change(uri, arrived)
         ls.cross_file.changed(uri)
 
-    @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: DgServer, params: T.DidSaveTextDocumentParams) -> None:
+    def did_save(params: T.DidSaveTextDocumentParams) -> None:
         ls.cross_file.saved(params.text_document.uri)
 
-    @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: DgServer, params: T.DidCloseTextDocumentParams) -> None:
+    def did_close(params: T.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.worker.cancel_document(uri, "closed")
         ls.shown.pop(uri, None)
@@ -58,3 +55,8 @@ def register(server: DgServer) -> None:
         ls.store.close(uri)
         ls.cross_file.closed(uri)
         ls.release_memory_soon()
+
+    dispatch.notification(T.TEXT_DOCUMENT_DID_OPEN, did_open)
+    dispatch.notification(T.TEXT_DOCUMENT_DID_CHANGE, did_change)
+    dispatch.notification(T.TEXT_DOCUMENT_DID_SAVE, did_save)
+    dispatch.notification(T.TEXT_DOCUMENT_DID_CLOSE, did_close)

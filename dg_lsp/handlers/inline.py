@@ -1,36 +1,38 @@
 """Keystroke requests: textDocument/inlineCompletion and textDocument/completion. Each reads top to bottom: find the
 document as the request saw it, decide whether to answer, find the hole, run the fill, format the result.
 
-Runs on the event loop; the engine job inside the fill runs on the engine thread. The part of each handler before
-`yield` runs where the request arrives (see dg_lsp.session)."""
+Runs on the event loop; the engine job inside the fill runs on the engine thread. `arrive` runs where the request
+arrives (the dispatcher runs it as the message is read: dg_lsp.dispatch); each handler then works on the snapshot
+it took."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lsprotocol import types as T
 
 from dg_lsp.cache import Shown, typed_ahead
+from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot
 from dg_lsp.edits import lsp_completion_item, lsp_inline_item, to_lsp_range
 from dg_lsp.holes import hole_at_cursor
-from dg_lsp.session import DgServer, Received, request_task
+from dg_lsp.session import DgServer, Received
 
 
-def register(server: DgServer) -> None:
-    @server.feature(T.TEXT_DOCUMENT_INLINE_COMPLETION, T.InlineCompletionOptions())
-    def inline_completion(ls: DgServer, params: T.InlineCompletionParams):
-        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_INLINE_COMPLETION)
-        return (yield inline, (ls, params, seen), None)
-
-    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions())
-    def completion_request(ls: DgServer, params: T.CompletionParams):
-        seen = ls.receive(params.text_document.uri, [params.position], T.TEXT_DOCUMENT_COMPLETION)
-        return (yield completion, (ls, params, seen), None)
+def register(dispatch: Dispatcher, ls: DgServer) -> None:
+    for method, run, options in ((T.TEXT_DOCUMENT_INLINE_COMPLETION, inline, T.InlineCompletionOptions()),
+                                 (T.TEXT_DOCUMENT_COMPLETION, completion, T.CompletionOptions())):
+        dispatch.request(method, functools.partial(run, ls), arrive=functools.partial(arrive, ls, method),
+                         options=options)
 
 
-@request_task
-async def inline(ls: DgServer, params: T.InlineCompletionParams, seen: Received) -> dict | None:
+def arrive(ls: DgServer, method: str, request_id: str, params: T.TextDocumentPositionParams) -> Received:
+    """Where the request arrives: its position checked against the document, the snapshot, the trace."""
+    return ls.receive(request_id, params.text_document.uri, [params.position], method)
+
+
+async def inline(ls: DgServer, seen: Received, params: T.InlineCompletionParams) -> dict | None:
     """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
     seen.trace.mark("handler")
     snap = usable(ls, seen)
@@ -40,7 +42,7 @@ async def inline(ls: DgServer, params: T.InlineCompletionParams, seen: Received)
     if (shown := ls.shown.get(uri)) is not None:
         rest = typed_ahead(shown, snap.text, cursor)
         if rest:  # "" means the whole fill was typed (or accepted): what comes next needs the engine
-            ls.status_after_answer({"id": ls.request_id(), "uri": uri, "version": snap.version,
+            ls.status_after_answer({"id": seen.id, "uri": uri, "version": snap.version,
                                     "cached": "typed-ahead", "steps": 0, "engineMs": 0.0}, seen.trace)
             end = shown.end + (cursor - shown.cursor)
             return inline_list(T.InlineCompletionItem(insert_text=rest, range=to_lsp_range(snap, cursor, end,
@@ -52,7 +54,7 @@ async def inline(ls: DgServer, params: T.InlineCompletionParams, seen: Received)
     if not snap.tree_fresh:  # the same version (checked just above), its tree perhaps reparsed meanwhile
         snap = ls.keystroke_snapshot(uri) or snap
     hole = hole_at_cursor(snap, cursor)
-    out = await ls.fill(snap, hole, "keystroke", seen.trace)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id)
     ls.report(out.stats, seen.trace, after_answer=True)
     item = None if out.fill is None else lsp_inline_item(snap, hole, cursor, out.fill, ls.encoding)
     if item is None:
@@ -62,8 +64,7 @@ async def inline(ls: DgServer, params: T.InlineCompletionParams, seen: Received)
     return inline_list(item)
 
 
-@request_task
-async def completion(ls: DgServer, params: T.CompletionParams, seen: Received) -> T.CompletionList | None:
+async def completion(ls: DgServer, seen: Received, params: T.CompletionParams) -> T.CompletionList | None:
     """The fallback for clients without inline completion: one item whose textEdit carries the whole fill."""
     seen.trace.mark("handler")
     snap = usable(ls, seen)
@@ -71,7 +72,7 @@ async def completion(ls: DgServer, params: T.CompletionParams, seen: Received) -
         return None
     cursor = ls.offset(snap, params.position)
     hole = hole_at_cursor(snap, cursor)
-    out = await ls.fill(snap, hole, "keystroke", seen.trace)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id)
     ls.report(out.stats, seen.trace, after_answer=True)
     if out.fill is None:
         return None
@@ -92,8 +93,8 @@ def usable(ls: DgServer, seen: Received) -> Snapshot | None:
 
 
 def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:
-    """An InlineCompletionList of `item` as JSON, written as it is (see DgProtocol._send_response): the keystroke's
-    answer skips pygls' generic serializer."""
+    """An InlineCompletionList of `item` as JSON: dg_lsp.outgoing.Client.respond writes a dict as it is, so the
+    keystroke's answer skips the converter."""
     r = item.range
     out: dict[str, Any] = {"insertText": item.insert_text}
     if r is not None:

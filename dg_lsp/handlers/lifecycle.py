@@ -1,5 +1,6 @@
-"""Lifecycle: initialize (settings), initialized (loads the model, once), didChangeConfiguration (may reload),
-shutdown. Runs on the event loop; the model loads on the engine thread (dg_lsp.worker)."""
+"""Lifecycle: initialize (settings, the position encoding, the capabilities), initialized (loads the model, once),
+didChangeConfiguration (may reload), shutdown. Runs on the event loop; the model loads on the engine thread
+(dg_lsp.worker). The dispatcher (dg_lsp.dispatch) gates the order of these messages."""
 
 from __future__ import annotations
 
@@ -14,20 +15,24 @@ from lsprotocol import types as T
 from dg_lsp.config import parse_settings
 from dg_lsp.context.index import EXTENSIONS
 from dg_lsp.context.workspace import uri_path
-from dg_lsp.session import DgServer
+from dg_lsp.dispatch import Dispatcher
+from dg_lsp.session import DgServer, server_version
 
 log = logging.getLogger(__name__)
 
 
-def register(server: DgServer) -> None:
-    @server.feature(T.INITIALIZE)
-    def initialize(ls: DgServer, params: T.InitializeParams) -> None:
+def register(dispatch: Dispatcher, ls: DgServer) -> None:
+    def initialize(params: T.InitializeParams) -> T.InitializeResult:
+        ls.client.capabilities = params.capabilities
+        encoding, capabilities = dispatch.capabilities(params.capabilities, ls.experimental)
+        ls.encoding = encoding  # type: ignore[assignment]  # one of dg_lsp.capabilities.ENCODINGS
         folders = [f.uri for f in params.workspace_folders or ()] or ([params.root_uri] if params.root_uri else [])
         ls.roots = [p for p in map(uri_path, folders) if p is not None]
         apply_settings(ls, params.initialization_options)
+        return T.InitializeResult(capabilities=capabilities,
+                                  server_info=T.ServerInfo(name="dg-lsp", version=server_version()))
 
-    @server.feature(T.INITIALIZED)
-    def initialized(ls: DgServer, params: T.InitializedParams) -> None:
+    def initialized(params: T.InitializedParams) -> None:
         if ls.load_task is not None:  # a repeated `initialized` must not reload the model
             log.warning("initialized received again: the model is already %s", ls.worker.state)
             return
@@ -35,18 +40,16 @@ def register(server: DgServer) -> None:
         start_index(ls)
         watch_files(ls)
 
-    @server.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(ls: DgServer, params: T.DidChangeConfigurationParams) -> None:
-        apply_settings(ls, params.settings)
-
-    @server.feature(T.SHUTDOWN)
-    def shutdown(ls: DgServer, params: None) -> None:
+    def shutdown(params: None) -> None:
         ls.cross_file.stop()
         ls.worker.shutdown()
 
-    @server.feature(T.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(ls: DgServer, params: T.DidChangeWatchedFilesParams) -> None:
-        ls.cross_file.files_changed([(c.uri, int(c.type)) for c in params.changes])
+    dispatch.request(T.INITIALIZE, initialize)
+    dispatch.notification(T.INITIALIZED, initialized)
+    dispatch.notification(T.WORKSPACE_DID_CHANGE_CONFIGURATION, lambda params: apply_settings(ls, params.settings))
+    dispatch.request(T.SHUTDOWN, shutdown)
+    dispatch.notification(T.WORKSPACE_DID_CHANGE_WATCHED_FILES, lambda params: ls.cross_file.files_changed(
+        [(c.uri, int(c.type)) for c in params.changes]))
 
 
 def start_index(ls: DgServer) -> None:
@@ -60,7 +63,7 @@ def start_index(ls: DgServer) -> None:
 
 def watch_files(ls: DgServer) -> None:
     """Ask for workspace/didChangeWatchedFiles on source files, where the client can register it dynamically."""
-    ws = ls.client_capabilities.workspace
+    ws = ls.client.capabilities.workspace
     caps = ws.did_change_watched_files if ws is not None else None
     if caps is None or not caps.dynamic_registration or ls.cross_file.index is None:
         return
@@ -70,7 +73,7 @@ def watch_files(ls: DgServer) -> None:
 
     async def register() -> None:
         try:
-            await ls.client_register_capability_async(T.RegistrationParams(registrations=[reg]))
+            await ls.client.register_capability(T.RegistrationParams(registrations=[reg]))
         except Exception:  # noqa: BLE001 -- the client refused: saves and closes still update the index
             log.info("client refused workspace/didChangeWatchedFiles")
 
@@ -100,12 +103,12 @@ def start_loading(ls: DgServer) -> None:
 
 async def _load(ls: DgServer) -> None:
     """Load (or reload) the model with work-done progress when the client supports it, then say how it went."""
-    token = f"dg-lsp/load/{ls.request_id()}"
-    caps = ls.client_capabilities.window
+    token = f"dg-lsp/load/dg-{next(ls.loads)}"
+    caps = ls.client.capabilities.window
     progress = bool(caps and caps.work_done_progress)
     if progress:
         try:
-            await ls.work_done_progress.create_async(token)
+            await ls.client.progress_create(token)
         except Exception:  # noqa: BLE001 -- the client refused: load without a progress bar
             progress = False
     settings = ls.settings
@@ -113,15 +116,15 @@ async def _load(ls: DgServer) -> None:
         settings = dataclasses.replace(settings, model_path=ls.default_model)
     where = settings.model_path or "the default model"
     if progress:
-        ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(
-            title="dg-lsp: loading model", message=where, cancellable=False))
+        ls.client.progress(token, T.WorkDoneProgressBegin(title="dg-lsp: loading model", message=where,
+                                                          cancellable=False))
     ls.send_status("loading", f"loading {where}")
     await ls.worker.load(settings)
     if progress:
-        ls.work_done_progress.end(token, T.WorkDoneProgressEnd(message=ls.worker.state))
+        ls.client.progress(token, T.WorkDoneProgressEnd(message=ls.worker.state))
     if ls.worker.state == "error":
         msg = f"dg-lsp: could not load {where}: {ls.worker.error}"
-        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Error, message=msg))
+        ls.client.show_message(T.MessageType.Error, msg)
         ls.send_status("error", msg)
     elif ls.worker.state == "ready":
         ls.send_status("ready", f"model {ls.worker.model_name} ready")

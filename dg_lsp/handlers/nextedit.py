@@ -13,19 +13,19 @@ which, and counts it).
 from __future__ import annotations
 
 import functools
-from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
+from dg_lsp.dispatch import Dispatcher
 from dg_lsp.edits import to_lsp_range
 from dg_lsp.nextedit.output import finish, judge
 from dg_lsp.nextedit.prompt import build_next_edit_prompt, window_budget, window_hole
 from dg_lsp.nextedit.window import editable_window
 from dg_lsp.pipeline import Shape
-from dg_lsp.session import DgServer, Received, request_task
+from dg_lsp.session import DgServer, Received
 
 INLINE_EDIT = "textDocument/copilotInlineEdit"
 DID_SHOW = "textDocument/didShowInlineEdit"
@@ -44,34 +44,24 @@ class Ask:
     trigger: int
 
 
-def register(server: DgServer) -> None:
-    server.experimental["dgNextEdit"] = True
+def register(dispatch: Dispatcher, ls: DgServer) -> None:
+    ls.experimental["dgNextEdit"] = True
+    dispatch.request(INLINE_EDIT, functools.partial(propose, ls), arrive=functools.partial(arrive, ls))
 
-    @server.feature(INLINE_EDIT)
-    def inline_edit(ls: DgServer, params: Any) -> Generator[Any, Any, dict[str, Any]]:
-        ask = parse_ask(plain(params))
-        seen = ls.receive(ask.uri, [ask.position], INLINE_EDIT)
-        ls.next_edits.counts.requested += 1
-        return (yield propose, (ls, ask, seen), None)
-
-    @server.feature(DID_SHOW)
-    def did_show(ls: DgServer, params: Any) -> None:
-        shown = plain(params)
+    def did_show(shown: Any) -> None:
         if isinstance(shown, dict) and isinstance(shown.get("item"), dict):
             ls.next_edits.counts.shown += 1
 
-    server.command(ACCEPT)(accept)
+    dispatch.notification(DID_SHOW, did_show)
+    dispatch.command(ACCEPT, functools.partial(accept, ls))
 
 
-def plain(value: Any) -> Any:
-    """pygls hands a custom method's params over as nested namedtuples: as dicts and lists."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
+def arrive(ls: DgServer, request_id: str, params: Any) -> tuple[Ask, Received]:
+    """Where the request arrives: its params checked, the document's snapshot, the trace."""
+    ask = parse_ask(params)
+    seen = ls.receive(request_id, ask.uri, [ask.position], INLINE_EDIT)
+    ls.next_edits.counts.requested += 1
+    return ask, seen
 
 
 def _nat(v: Any) -> bool:
@@ -102,9 +92,9 @@ def parse_ask(p: Any) -> Ask:
     return Ask(doc["uri"], version, T.Position(line=pos["line"], character=pos["character"]), trigger)
 
 
-@request_task
-async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
+async def propose(ls: DgServer, arrived: tuple[Ask, Received], params: Any) -> dict[str, Any]:
     """One proposal for the document as the request saw it: {"edits": [...]} (see the module docstring)."""
+    ask, seen = arrived
     seen.trace.mark("handler")
     state, snap = ls.next_edits, seen.snap
 
@@ -139,7 +129,7 @@ async def propose(ls: DgServer, ask: Ask, seen: Received) -> dict[str, Any]:
     build = functools.partial(build_next_edit_prompt, history=history, cursor=cursor)
     shape = Shape(build=build, finish=finish, seed_noise=s.next_edit_noise if fmt.name == "fim" else None,
                   drafts=False)
-    out = await ls.fill(snap, hole, "keystroke", seen.trace, shape=shape)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id, shape=shape)
     edits, reason = [], out.reason
     if out.fill is not None:
         edits, reason = judge(snap, hole, out.fill, history)
@@ -169,7 +159,7 @@ def accept(ls: DgServer, params: T.ExecuteCommandParams) -> dict[str, Any]:
     """dg.acceptNextEdit [{uri, version, documentOpen, id}]: the client applied the proposal; its edits are marked
     accepted in the history (later proposals must not undo them). Never edits text."""
     args = params.arguments
-    if not args or len(args) != 1 or not isinstance(a := plain(args[0]), dict):
+    if not args or len(args) != 1 or not isinstance(a := args[0], dict):
         raise JsonRpcInvalidParams(f"{ACCEPT}: expected one argument object")
     uri, version, opened, pid = a.get("uri"), a.get("version"), a.get("documentOpen"), a.get("id")
     if not isinstance(uri, str) or not _nat(version):

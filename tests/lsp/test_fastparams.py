@@ -1,5 +1,6 @@
-"""dg_lsp.fastparams builds exactly what pygls' cattrs converter builds for a keystroke's didChange and
-inlineCompletion params, and leaves every other shape (and every value cattrs or a validator refuses) to cattrs."""
+"""dg_lsp.fastparams builds exactly what lsprotocol's cattrs converter (the one dg_lsp.dispatch uses) builds for a
+keystroke's didChange and inlineCompletion params, and leaves every other shape (and every value cattrs or a
+validator refuses) to cattrs."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import copy
 
 import pytest
 from lsprotocol import types as T
-from pygls.protocol import default_converter
+from lsprotocol.converters import get_converter
 
 from dg_lsp import fastparams
 
-CONVERTER = default_converter()
+CONVERTER = get_converter()
 
 
 def pos(line, character):

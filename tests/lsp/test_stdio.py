@@ -10,6 +10,7 @@ import os
 import tempfile
 import time
 
+from dg_lsp.dispatch import Clock
 from dg_lsp.stdio import Arrivals, PipeReader, ThreadReader, TimedWriter, pipe_reader
 from dg_lsp.transport import serve_messages
 
@@ -46,17 +47,18 @@ def test_a_regular_file_falls_back_to_the_thread_pool_reader():
 
 
 class Recorder:
-    """The protocol side of the message loop: records each message with the arrival time the reader gave it."""
+    """The dispatcher side of the message loop: records each message with the arrival time the reader gave it."""
 
-    _shutdown = False
+    shut_down = False
+    exit_code = None
 
     def __init__(self) -> None:
-        self.arrived_at = None
+        self.clock = Clock()
         self.seen: list[tuple[object, float]] = []
         self.errors: list[tuple[object, int, str]] = []
 
     def receive(self, message) -> None:
-        self.seen.append((message, self.arrived_at))
+        self.seen.append((message, self.clock.arrived_at))
 
     def send_error(self, msg_id, code: int, text: str) -> None:
         self.errors.append((msg_id, code, text))

@@ -37,7 +37,7 @@ def test_shutdown_while_a_fill_waits_for_its_apply_edit_answers_and_exit_ends_wi
 
 
 class FailingWriter:
-    """A writer whose every write fails as pygls' stdout writer does once `exit` has closed stdout."""
+    """A writer whose every write fails as a stdout writer does once `exit` has closed stdout."""
 
     def __init__(self) -> None:
         self.writes = 0
@@ -57,8 +57,8 @@ def test_a_message_that_cannot_be_written_is_logged_not_reported_by_another_mess
     it). One failed write is now one log line."""
     server = build_server()
     writer = FailingWriter()
-    server.protocol.set_writer(writer)
-    server.protocol.notify("dg/status", {"state": "ready", "message": "", "model": None, "lastLatencyMs": None})
+    server.client.set_writer(writer)
+    server.client.notify("dg/status", {"state": "ready", "message": "", "model": None, "lastLatencyMs": None})
     assert writer.writes == 1
 
 
