@@ -55,6 +55,11 @@ def build_server(engine_factory: Callable[[Settings], InfillBackend] = build_bac
     client, clock = Client(), Clock()
     session = DgServer(engine_factory, default_model, check, client, clock)
     dispatcher = Dispatcher(client, clock, on_cancel=session.on_cancel_request, after_response=session.after_response)
-    for family in (lifecycle, documents, inline, commands, nextedit, debug):
-        family.register(dispatcher, session)
+    # each family takes the session as the services it declares (dg_lsp.handlers.services): mypy checks it has them
+    lifecycle.register(dispatcher, session)
+    documents.register(dispatcher, session)
+    inline.register(dispatcher, session)
+    commands.register(dispatcher, session)
+    nextedit.register(dispatcher, session)
+    debug.register(dispatcher, session)
     return Server(session, dispatcher)

@@ -42,7 +42,7 @@ from dg_lsp.nextedit.state import NextEdits
 from dg_lsp.outgoing import Client
 from dg_lsp.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
 from dg_lsp.trace import Trace
-from dg_lsp.worker import Check, Worker
+from dg_lsp.worker import Check, Loaded, Worker
 from engine.seam import InfillBackend, RequestKind
 
 log = logging.getLogger(__name__)
@@ -212,10 +212,12 @@ class DgServer:
 
     async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace, request_id: str,
                    progress_token: T.ProgressToken | None = None, force: bool = False,
-                   shape: Shape = HOLE_FILL) -> FillOutcome:
+                   shape: Shape = HOLE_FILL, loaded: Loaded | None = None) -> FillOutcome:
         """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches;
-        `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit)."""
-        engine = self.worker.loaded  # one backend from prompt to job (dg_lsp.worker.Loaded)
+        `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit); `loaded`: the backend the caller already read
+        its prompt format from (default: the one loaded now)."""
+        # one backend from prompt to job (dg_lsp.worker.Loaded)
+        engine = loaded if loaded is not None else self.worker.loaded
         assert engine is not None, "callers check not_ready() first"
         events = FillEvents(draft=functools.partial(self.client.notify, DRAFT),
                             busy=functools.partial(self.send_status, "busy"),

@@ -5,7 +5,9 @@ Runs on the event loop (the engine job inside the fill on the engine thread). A 
 against the document as it was when the command arrived (`arrive`, run by the dispatcher as the message is read,
 in order with the didChanges; see dg_lsp.session); if the document has changed by the time the fill is ready,
 nothing is applied: `{"applied": false, "reason": "document changed"}`. A code action puts the document's version
-in the commands it offers, so a command run after further edits is refused the same way.
+in the commands it offers, so a command run after further edits is refused the same way. The session services
+these use are `CommandSession` (dg_lsp.handlers.services); a command's prompt format is read from the backend the
+fill then runs on (`Worker.loaded`, handed to the fill).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from lsprotocol import types as T
@@ -21,9 +24,10 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot, offset_at
 from dg_lsp.edits import lsp_text_edit, to_lsp_range, word_char
+from dg_lsp.handlers.services import CommandSession
 from dg_lsp.holes import hole_at_cursor, hole_for_selection
 from dg_lsp.pipeline import LOW_CONFIDENCE
-from dg_lsp.session import DgServer, Received
+from dg_lsp.session import Received
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"
@@ -33,14 +37,14 @@ SELECTION_MAX_CHARS = 20_000  # a rewrite of more is refused (its prompt and can
 INSTRUCTION_MAX_CHARS = 2_000  # a rewrite's instruction is one request, not a document
 
 
-def register(dispatch: Dispatcher, ls: DgServer) -> None:
+def register(dispatch: Dispatcher, ls: CommandSession) -> None:
     dispatch.request(T.TEXT_DOCUMENT_CODE_ACTION, functools.partial(code_actions, ls),
                      options=T.CodeActionOptions(code_action_kinds=list(KINDS.values())))
     for name in (FILL_HOLE, REWRITE_SELECTION):
         dispatch.command(name, functools.partial(run_command, ls), arrive=functools.partial(arrive, ls))
 
 
-def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
+def code_actions(ls: CommandSession, params: T.CodeActionParams) -> list[T.Command | T.CodeAction]:
     """"Fill hole" (quickfix) at the cursor, and "Rewrite selection" (refactor.rewrite) when the range is a
     selection. The cursor is the range's start, or its end when the range is just the word at the cursor (see
     `is_word`). CodeActions with their kind for a client that takes them (codeActionLiteralSupport), else plain
@@ -78,7 +82,7 @@ def code_actions(ls: DgServer, params: T.CodeActionParams) -> list[T.Command | T
     return actions
 
 
-def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], lo: int, hi: int
+def _anyway(ls: CommandSession, uri: str, identity: tuple[int, int], lo: int, hi: int
             ) -> tuple[str, str, dict[str, Any]] | None:
     """The withheld command near offsets lo..hi (in this open and version of the document) with force: true."""
     held = ls.withheld.get(uri)
@@ -88,6 +92,8 @@ def _anyway(ls: DgServer, uri: str, identity: tuple[int, int], lo: int, hi: int
     if hi < start or lo > end:
         return None
     snap = ls.store.snapshot(uri, 0.0)
+    if snap is None:
+        return None
     span = to_lsp_range(snap, start, end, ls.encoding)
     doc = {"uri": uri, "version": identity[1]}
     where = {"range": {"start": span.start, "end": span.end}, "widen": False} if rewrite else {"position": span.start}
@@ -110,7 +116,7 @@ def is_word(text: str, start: int, end: int) -> bool:
     return not (start > 0 and word_char(text[start - 1])) and not (end < len(text) and word_char(text[end]))
 
 
-def arrive(ls: DgServer, request_id: str, params: T.ExecuteCommandParams) -> tuple[dict[str, Any], Received]:
+def arrive(ls: CommandSession, request_id: str, params: T.ExecuteCommandParams) -> tuple[dict[str, Any], Received]:
     """dg.fillHole / dg.rewriteSelection where the command arrives: the arguments checked and the document's
     snapshot taken; then `run_command` runs as a task (see the module docstring)."""
     arg = parse_command_args(params.command, params.arguments)
@@ -118,7 +124,7 @@ def arrive(ls: DgServer, request_id: str, params: T.ExecuteCommandParams) -> tup
     return arg, ls.receive(request_id, arg["uri"], positions, params.command)
 
 
-async def run_command(ls: DgServer, arrived: tuple[dict[str, Any], Received], params: T.ExecuteCommandParams
+async def run_command(ls: CommandSession, arrived: tuple[dict[str, Any], Received], params: T.ExecuteCommandParams
                       ) -> dict[str, Any]:
     """One fill against the snapshot taken on arrival, then exactly one workspace/applyEdit, or nothing."""
     arg, seen = arrived
@@ -141,16 +147,19 @@ async def run_command(ls: DgServer, arrived: tuple[dict[str, Any], Received], pa
             return done(False, f"selection too long ({end - start} characters; at most {SELECTION_MAX_CHARS})")
     else:
         start = end = ls.offset(snap, arg["position"])
-    if (why := ls.not_ready()) is not None:
+    loaded = ls.worker.loaded  # the backend the fill runs on (its prompt format decides what it can do)
+    if (why := ls.not_ready()) is not None or loaded is None:
+        why = why or f"model not ready ({ls.worker.state})"
         ls.send_status(message=why)
         return done(False, why)
+    fmt = loaded.backend.prompt_format
     instruction = arg["instruction"]
-    if instruction and (fmt := ls.worker.engine.prompt_format).name != "chat":
+    if instruction and fmt.name != "chat":
         why = (f"this model's prompt format ({fmt.name}) cannot take an instruction; leave it empty for a plain "
                "re-fill, or use a chat-format checkpoint (setting promptFormat: chat)")
         ls.warn(why)
         return done(False, why)
-    if rewrite and ls.settings.rewrite_from_selection and (fmt := ls.worker.engine.prompt_format).name != "fim":
+    if rewrite and ls.settings.rewrite_from_selection and fmt.name != "fim":
         why = (f"rewriteFromSelection starts the canvas from the selection's tokens, which only a fill-in-the-middle "
                f"checkpoint's answer holds as they are; this model's prompt format is {fmt.name} (turn "
                "rewriteFromSelection off to rewrite from noise)")
@@ -164,10 +173,9 @@ async def run_command(ls: DgServer, arrived: tuple[dict[str, Any], Received], pa
     if token is not None:
         title = "dg-lsp: rewriting selection" if rewrite else "dg-lsp: filling hole"
         ls.client.progress(token, T.WorkDoneProgressBegin(title=title, cancellable=True))
-        # window/workDoneProgress/cancel: the job stops as a $/cancelRequest would stop it
-        ls.client.on_progress_cancel(token, lambda: ls.worker.cancel_request(seen.id, "progress cancelled"))
+        ls.client.on_progress_cancel(token, functools.partial(cancel, ls, seen.id))
     try:
-        out = await ls.fill(snap, hole, "command", seen.trace, seen.id, token, force=arg["force"])
+        out = await ls.fill(snap, hole, "command", seen.trace, seen.id, token, force=arg["force"], loaded=loaded)
     finally:
         if token is not None:
             ls.client.progress(token, T.WorkDoneProgressEnd())
@@ -196,7 +204,12 @@ async def run_command(ls: DgServer, arrived: tuple[dict[str, Any], Received], pa
     return done(True, None)
 
 
-def withheld(ls: DgServer, snap: Snapshot, start: int, end: int, rewrite: bool, confidence: float,
+def cancel(ls: CommandSession, request_id: str) -> None:
+    """window/workDoneProgress/cancel: the job stops as a $/cancelRequest would stop it."""
+    ls.worker.cancel_request(request_id, "progress cancelled")
+
+
+def withheld(ls: CommandSession, snap: Snapshot, start: int, end: int, rewrite: bool, confidence: float,
              result: dict[str, Any]) -> dict[str, Any]:
     """The command's answer when the confidence gate withheld its fill: nothing edited, the user told why and how
     to apply it anyway (the "... anyway" code action, or the command again with force: true)."""
@@ -216,7 +229,7 @@ def _nat(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_POSITION
 
 
-def parse_command_args(command: str, arguments: list[Any] | None) -> dict[str, Any]:
+def parse_command_args(command: str, arguments: Sequence[Any] | None) -> dict[str, Any]:
     """Validate the one argument object of dg.fillHole / dg.rewriteSelection (docs/PROTOCOL.md)."""
 
     def bad(what: str) -> JsonRpcInvalidParams:

@@ -1,6 +1,7 @@
 """Document sync: didOpen, didChange, didClose. Runs on the event loop: each handler mutates the document store
 at once, in arrival order (the dispatcher, dg_lsp.dispatch, calls them as each message is read), and leaves the
-reparse to the background (DgServer.catch_up)."""
+reparse to the background (`catch_up`). The session services they use are `SyncSession`
+(dg_lsp.handlers.services)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import logging
 from lsprotocol import types as T
 
 from dg_lsp.dispatch import Dispatcher
-from dg_lsp.session import DgServer
+from dg_lsp.handlers.services import SyncSession
 
 log = logging.getLogger(__name__)
 OPEN_PARSE_S = 0.05  # didOpen parses this long on the loop; a bigger file finishes in the background
 
 
-def register(dispatch: Dispatcher, ls: DgServer) -> None:
+def register(dispatch: Dispatcher, ls: SyncSession) -> None:
     def did_open(params: T.DidOpenTextDocumentParams) -> None:
         d = params.text_document
         ls.worker.cancel_document(d.uri, "reopened")
@@ -31,10 +32,10 @@ def register(dispatch: Dispatcher, ls: DgServer) -> None:
         uri = params.text_document.uri
         arrived = ls.clock.received_at
         ls.worker.cancel_document(uri, "newer edit")  # a keystroke stops the engine within one step
-        if uri not in ls.store:
+        doc = ls.store.get(uri)
+        if doc is None:
             log.warning("didChange for a document that is not open: %s", uri)
             return
-        doc = ls.store.get(uri)
         before, before_version, starts = doc.text, doc.version, doc.starts
         ls.store.change(uri, params.text_document.version, params.content_changes, ls.encoding)
         ls.next_edits.changed(uri, before_version, doc, before, starts, params.content_changes, ls.encoding)

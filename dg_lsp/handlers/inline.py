@@ -3,7 +3,7 @@ document as the request saw it, decide whether to answer, find the hole, run the
 
 Runs on the event loop; the engine job inside the fill runs on the engine thread. `arrive` runs where the request
 arrives (the dispatcher runs it as the message is read: dg_lsp.dispatch); each handler then works on the snapshot
-it took."""
+it took. The session services they use are `InlineSession` (dg_lsp.handlers.services)."""
 
 from __future__ import annotations
 
@@ -16,23 +16,24 @@ from dg_lsp.cache import Shown, typed_ahead
 from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot
 from dg_lsp.edits import lsp_completion_item, lsp_inline_item, to_lsp_range
+from dg_lsp.handlers.services import InlineSession
 from dg_lsp.holes import hole_at_cursor
-from dg_lsp.session import DgServer, Received
+from dg_lsp.session import Received
 
 
-def register(dispatch: Dispatcher, ls: DgServer) -> None:
+def register(dispatch: Dispatcher, ls: InlineSession) -> None:
     for method, run, options in ((T.TEXT_DOCUMENT_INLINE_COMPLETION, inline, T.InlineCompletionOptions()),
                                  (T.TEXT_DOCUMENT_COMPLETION, completion, T.CompletionOptions())):
         dispatch.request(method, functools.partial(run, ls), arrive=functools.partial(arrive, ls, method),
                          options=options)
 
 
-def arrive(ls: DgServer, method: str, request_id: str, params: T.TextDocumentPositionParams) -> Received:
+def arrive(ls: InlineSession, method: str, request_id: str, params: T.TextDocumentPositionParams) -> Received:
     """Where the request arrives: its position checked against the document, the snapshot, the trace."""
     return ls.receive(request_id, params.text_document.uri, [params.position], method)
 
 
-async def inline(ls: DgServer, seen: Received, params: T.InlineCompletionParams) -> dict | None:
+async def inline(ls: InlineSession, seen: Received, params: T.InlineCompletionParams) -> dict[str, Any] | None:
     """An InlineCompletionList (as JSON, see `inline_list`) with one item, or None."""
     seen.trace.mark("handler")
     snap = usable(ls, seen)
@@ -56,15 +57,16 @@ async def inline(ls: DgServer, seen: Received, params: T.InlineCompletionParams)
     hole = hole_at_cursor(snap, cursor)
     out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id)
     ls.report(out.stats, seen.trace, after_answer=True)
-    item = None if out.fill is None else lsp_inline_item(snap, hole, cursor, out.fill, ls.encoding)
-    if item is None:
+    fill = out.fill
+    item = None if fill is None else lsp_inline_item(snap, hole, cursor, fill, ls.encoding)
+    if fill is None or item is None or item.range is None:
         return None
-    end = item.range.end
-    ls.shown[uri] = Shown(snap.text, cursor, item.insert_text, snap.offset_at(end.line, end.character, ls.encoding))
+    stop = item.range.end
+    ls.shown[uri] = Shown(snap.text, cursor, fill, snap.offset_at(stop.line, stop.character, ls.encoding))
     return inline_list(item)
 
 
-async def completion(ls: DgServer, seen: Received, params: T.CompletionParams) -> T.CompletionList | None:
+async def completion(ls: InlineSession, seen: Received, params: T.CompletionParams) -> T.CompletionList | None:
     """The fallback for clients without inline completion: one item whose textEdit carries the whole fill."""
     seen.trace.mark("handler")
     snap = usable(ls, seen)
@@ -80,7 +82,7 @@ async def completion(ls: DgServer, seen: Received, params: T.CompletionParams) -
     return T.CompletionList(is_incomplete=True, items=[item] if item is not None else [])
 
 
-def usable(ls: DgServer, seen: Received) -> Snapshot | None:
+def usable(ls: InlineSession, seen: Received) -> Snapshot | None:
     """The snapshot to answer from, or None (an empty answer): the document is open, its language enabled, the
     model ready, and no didChange came after the request (its positions would be stale)."""
     snap = seen.snap

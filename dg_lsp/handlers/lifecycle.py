@@ -1,6 +1,7 @@
 """Lifecycle: initialize (settings, the position encoding, the capabilities), initialized (loads the model, once),
 didChangeConfiguration (may reload), shutdown. Runs on the event loop; the model loads on the engine thread
-(dg_lsp.worker). The dispatcher (dg_lsp.dispatch) gates the order of these messages."""
+(dg_lsp.worker). The dispatcher (dg_lsp.dispatch) gates the order of these messages. The session services these
+use are `LifecycleSession` (dg_lsp.handlers.services)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ from typing import Any
 
 from lsprotocol import types as T
 
-from dg_lsp.config import parse_settings
+from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context.index import EXTENSIONS
 from dg_lsp.context.workspace import uri_path
 from dg_lsp.dispatch import Dispatcher
-from dg_lsp.session import DgServer, server_version
+from dg_lsp.handlers.services import LifecycleSession
+from dg_lsp.session import server_version
 
 log = logging.getLogger(__name__)
 
 
-def register(dispatch: Dispatcher, ls: DgServer) -> None:
+def register(dispatch: Dispatcher, ls: LifecycleSession) -> None:
     def initialize(params: T.InitializeParams) -> T.InitializeResult:
         ls.client.capabilities = params.capabilities
         encoding, capabilities = dispatch.capabilities(params.capabilities, ls.experimental)
@@ -52,7 +54,7 @@ def register(dispatch: Dispatcher, ls: DgServer) -> None:
         [(c.uri, int(c.type)) for c in params.changes]))
 
 
-def start_index(ls: DgServer) -> None:
+def start_index(ls: LifecycleSession) -> None:
     """(Re)build the workspace index in the background, or drop it when context from other files is off."""
     s = ls.settings
     if s.cross_file_budget() <= 0 or not s.enabled or s.index_max_files == 0:  # no folders: open documents only
@@ -61,7 +63,7 @@ def start_index(ls: DgServer) -> None:
     ls.cross_file.start([Path(r) for r in ls.roots], s.index_max_files, s.index_max_file_bytes, ls.idle_wait)
 
 
-def watch_files(ls: DgServer) -> None:
+def watch_files(ls: LifecycleSession) -> None:
     """Ask for workspace/didChangeWatchedFiles on source files, where the client can register it dynamically."""
     ws = ls.client.capabilities.workspace
     caps = ws.did_change_watched_files if ws is not None else None
@@ -80,13 +82,12 @@ def watch_files(ls: DgServer) -> None:
     asyncio.ensure_future(register())
 
 
-def apply_settings(ls: DgServer, raw: Any) -> None:
+def apply_settings(ls: LifecycleSession, raw: Any) -> None:
     """Merge client settings (a bad key: a warning and its default); reload the model if its settings changed."""
     new, errors = parse_settings(raw, ls.settings)
     for e in errors:
         ls.warn(e)
     old, ls.settings = ls.settings, new
-    index_key = lambda s: (s.cross_file_budget() > 0, s.enabled, s.index_max_files, s.index_max_file_bytes)  # noqa: E731
     if ls.load_task is not None and index_key(new) != index_key(old):
         start_index(ls)
     if ls.load_task is not None and new.engine_key() != old.engine_key():
@@ -95,13 +96,18 @@ def apply_settings(ls: DgServer, raw: Any) -> None:
         ls.send_status()
 
 
-def start_loading(ls: DgServer) -> None:
+def index_key(s: Settings) -> tuple[bool, bool, int, int]:
+    """The settings the workspace index is built from."""
+    return s.cross_file_budget() > 0, s.enabled, s.index_max_files, s.index_max_file_bytes
+
+
+def start_loading(ls: LifecycleSession) -> None:
     ls.caches.clear()
     ls.shown.clear()
     ls.load_task = asyncio.ensure_future(_load(ls))
 
 
-async def _load(ls: DgServer) -> None:
+async def _load(ls: LifecycleSession) -> None:
     """Load (or reload) the model with work-done progress when the client supports it, then say how it went."""
     token = f"dg-lsp/load/dg-{next(ls.loads)}"
     caps = ls.client.capabilities.window

@@ -7,7 +7,8 @@ version it names, the setting, the model), the window, the prompt and the engine
 edit's Shape, on the engine thread, cancelled by the next didChange and superseded by a newer request for the
 document), then the proposal judged (dg_lsp.nextedit.output) and sent as edits against the request's version.
 Every answer is `{"edits": [...]}`; empty when there is nothing to propose, whatever the reason (dg/status says
-which, and counts it).
+which, and counts it). The session services these use are `NextEditSession` (dg_lsp.handlers.services); the
+window is budgeted and tokenized with the backend the fill then runs on (`Worker.loaded`, handed to the fill).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
 from dg_lsp.dispatch import Dispatcher
+from dg_lsp.documents import Encoding, Snapshot
 from dg_lsp.edits import to_lsp_range
-from dg_lsp.nextedit.output import finish, judge
+from dg_lsp.handlers.services import NextEditSession
+from dg_lsp.nextedit.output import TextEdit, finish, judge
 from dg_lsp.nextedit.prompt import build_next_edit_prompt, window_budget, window_hole
 from dg_lsp.nextedit.window import editable_window
 from dg_lsp.pipeline import Shape
-from dg_lsp.session import DgServer, Received
+from dg_lsp.session import Received
 
 INLINE_EDIT = "textDocument/copilotInlineEdit"
 DID_SHOW = "textDocument/didShowInlineEdit"
@@ -44,7 +47,7 @@ class Ask:
     trigger: int
 
 
-def register(dispatch: Dispatcher, ls: DgServer) -> None:
+def register(dispatch: Dispatcher, ls: NextEditSession) -> None:
     ls.experimental["dgNextEdit"] = True
     dispatch.request(INLINE_EDIT, functools.partial(propose, ls), arrive=functools.partial(arrive, ls))
 
@@ -56,7 +59,7 @@ def register(dispatch: Dispatcher, ls: DgServer) -> None:
     dispatch.command(ACCEPT, functools.partial(accept, ls))
 
 
-def arrive(ls: DgServer, request_id: str, params: Any) -> tuple[Ask, Received]:
+def arrive(ls: NextEditSession, request_id: str, params: Any) -> tuple[Ask, Received]:
     """Where the request arrives: its params checked, the document's snapshot, the trace."""
     ask = parse_ask(params)
     seen = ls.receive(request_id, ask.uri, [ask.position], INLINE_EDIT)
@@ -92,7 +95,7 @@ def parse_ask(p: Any) -> Ask:
     return Ask(doc["uri"], version, T.Position(line=pos["line"], character=pos["character"]), trigger)
 
 
-async def propose(ls: DgServer, arrived: tuple[Ask, Received], params: Any) -> dict[str, Any]:
+async def propose(ls: NextEditSession, arrived: tuple[Ask, Received], params: Any) -> dict[str, Any]:
     """One proposal for the document as the request saw it: {"edits": [...]} (see the module docstring)."""
     ask, seen = arrived
     seen.trace.mark("handler")
@@ -115,9 +118,11 @@ async def propose(ls: DgServer, arrived: tuple[Ask, Received], params: Any) -> d
         return none("superseded")  # a newer request for this document answers instead
     if ls.moved_on(snap):
         return none("document changed")
+    if (loaded := ls.worker.loaded) is None:  # unloaded while this waited
+        return none("model not ready", f"model not ready ({ls.worker.state})")
     if not snap.tree_fresh:  # the same version (checked just above), its tree perhaps reparsed meanwhile
         snap = ls.keystroke_snapshot(snap.uri) or snap
-    backend, s = ls.worker.engine, ls.settings
+    backend, s = loaded.backend, ls.settings
     fmt = backend.prompt_format
     cursor = ls.offset(snap, ask.position)
     win = editable_window(snap, cursor, s.next_edit_lines_above, s.next_edit_lines_below, window_budget(fmt),
@@ -129,8 +134,9 @@ async def propose(ls: DgServer, arrived: tuple[Ask, Received], params: Any) -> d
     build = functools.partial(build_next_edit_prompt, history=history, cursor=cursor)
     shape = Shape(build=build, finish=finish, seed_noise=s.next_edit_noise if fmt.name == "fim" else None,
                   drafts=False)
-    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id, shape=shape)
-    edits, reason = [], out.reason
+    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id, shape=shape, loaded=loaded)
+    edits: list[TextEdit] = []
+    reason = out.reason
     if out.fill is not None:
         edits, reason = judge(snap, hole, out.fill, history)
     if edits and ls.moved_on(snap):  # no await since the fill: a didChange cannot have slipped in, but say so
@@ -149,20 +155,20 @@ async def propose(ls: DgServer, arrived: tuple[Ask, Received], params: Any) -> d
                       for start, end, text in edits]}
 
 
-def _range(snap: Any, start: int, end: int, encoding: str) -> dict[str, Any]:
+def _range(snap: Snapshot, start: int, end: int, encoding: Encoding) -> dict[str, Any]:
     r = to_lsp_range(snap, start, end, encoding)
     return {"start": {"line": r.start.line, "character": r.start.character},
             "end": {"line": r.end.line, "character": r.end.character}}
 
 
-def accept(ls: DgServer, params: T.ExecuteCommandParams) -> dict[str, Any]:
+def accept(ls: NextEditSession, params: T.ExecuteCommandParams) -> dict[str, Any]:
     """dg.acceptNextEdit [{uri, version, documentOpen, id}]: the client applied the proposal; its edits are marked
     accepted in the history (later proposals must not undo them). Never edits text."""
     args = params.arguments
     if not args or len(args) != 1 or not isinstance(a := args[0], dict):
         raise JsonRpcInvalidParams(f"{ACCEPT}: expected one argument object")
     uri, version, opened, pid = a.get("uri"), a.get("version"), a.get("documentOpen"), a.get("id")
-    if not isinstance(uri, str) or not _nat(version):
+    if not isinstance(uri, str) or not isinstance(version, int) or not _nat(version):
         raise JsonRpcInvalidParams(f"{ACCEPT}: uri (a string) and version (an integer) are required")
     if opened is not None and not _nat(opened):
         raise JsonRpcInvalidParams(f"{ACCEPT}: documentOpen must be a non-negative integer when given")
