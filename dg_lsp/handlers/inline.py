@@ -50,12 +50,13 @@ async def inline(ls: InlineSession, seen: Received, params: T.InlineCompletionPa
                                                                                            ls.encoding)))
     if not await ls.worker.debounce(uri, ls.settings.debounce_ms):
         return None  # a newer request for this document arrived: it answers instead
-    if ls.moved_on(snap) or ls.not_ready():
+    # the wait let other messages run: the document may have changed, the model be reloading
+    if ls.moved_on(snap) or ls.not_ready() or (loaded := ls.worker.loaded) is None:
         return None
     if not snap.tree_fresh:  # the same version (checked just above), its tree perhaps reparsed meanwhile
         snap = ls.keystroke_snapshot(uri) or snap
     hole = hole_at_cursor(snap, cursor)
-    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id)
+    out = await ls.fill(snap, hole, "keystroke", seen.trace, seen.id, loaded=loaded)
     ls.report(out.stats, seen.trace, after_answer=True)
     fill = out.fill
     item = None if fill is None else lsp_inline_item(snap, hole, cursor, fill, ls.encoding)
