@@ -13,7 +13,15 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+# The longest tests (20-40 s each in `make test`'s durations list): scheduled first, so that parallel workers do not
+# end the run with one of them running alone. Order only: each still sets up all it needs.
+LONGEST = ("tests/reliability/test_fuzz_fill.py", "tests/bench/", "tests/reliability/test_memory_rounds.py",
+           "tests/quant/test_gguf_kernel.py", "tests/service/test_lsp_shared.py", "tests/editors/")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle: the longest go first, each group still shuffled
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))
     if "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: opt in with -m slow")
