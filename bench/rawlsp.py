@@ -1,5 +1,6 @@
 """A raw JSON-RPC client of the real server (`python -m dg_lsp`, over pipes or TCP): any bytes in, framed messages
-out.
+out. The one client-side frame reader and launcher of raw servers: bench and tests (tests/reliability's RawServer,
+tests/lsp's stdio tests) use it.
 
 For the reliability tests and `bench.reliability`: they send what no client library would (bad headers, broken
 bodies, messages out of lifecycle order) and check what comes back. The server's requests to the client are
@@ -136,19 +137,25 @@ class RawClient:
                 self.answered_at.setdefault(msg["id"], time.monotonic())
             self._cond.notify_all()
 
-    def wait(self, pred: Callable[[dict], bool], timeout: float = 30.0, since: int = 0) -> dict | None:
-        """The first message from index `since` on that matches `pred`, waiting up to `timeout` seconds."""
+    def find(self, pred: Callable[[dict], bool], since: int = 0, timeout: float = 30.0) -> int | None:
+        """The index in `messages` of the first message from `since` on that matches `pred`, waiting up to `timeout`
+        seconds (None: none came, or the peer closed its end with none)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                for msg in self.messages[since:]:
-                    if pred(msg):
-                        return msg
+                for i in range(since, len(self.messages)):
+                    if pred(self.messages[i]):
+                        return i
                 since = len(self.messages)
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     return None
                 self._cond.wait(min(left, 0.5))
+
+    def wait(self, pred: Callable[[dict], bool], timeout: float = 30.0, since: int = 0) -> dict | None:
+        """The first message from index `since` on that matches `pred`, waiting up to `timeout` seconds."""
+        i = self.find(pred, since, timeout)
+        return None if i is None else self.messages[i]
 
     def answer(self, msg_id: Any, timeout: float = 30.0) -> dict | None:
         deadline = time.monotonic() + timeout
@@ -208,11 +215,13 @@ class RawClient:
 
 
 class RawServer(RawClient):
-    """`python -m dg_lsp *args` over pipes."""
+    """`python -m dg_lsp *args` over pipes (or `command` + `args`: another server, such as a test's scripted one)."""
 
-    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dg_lsp", *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=stderr, env=server_env())
+    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL,
+                 command: list[str] | None = None) -> None:
+        cmd = command if command is not None else [sys.executable, "-m", "dg_lsp"]
+        self.proc = subprocess.Popen([*cmd, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                     env=server_env())
         super().__init__(self._write_stdin, self.proc.stdout)
 
     def _write_stdin(self, data: bytes) -> None:
