@@ -15,13 +15,9 @@ Used by `python -m bench.context` (its "overhead_p95_ms") and `python -m bench.l
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import sysconfig
 import time
 from pathlib import Path
-
-from lsprotocol import types as T
 
 from bench.common import median, percentile
 from dg_lsp.client import open_doc
@@ -33,28 +29,17 @@ FILE = "email/message.py"  # a file of the workspace whose imports reach other f
 
 
 async def start(model: Path, folder: Path, **settings):
-    """A server with `folder` as its workspace folder, initialized with `settings`, its model ready."""
-    from bench.lsp_latency import Client, wait_for
+    """A server with `folder` as its workspace folder, initialized with `settings` (beside debounce 0, no
+    confidence gate, 4 steps), its model ready: bench.lsp_latency's launcher."""
+    from bench.lsp_latency import start as start_server
 
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
-    await client.initialize_async(T.InitializeParams(
-        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
-        workspace_folders=[T.WorkspaceFolder(uri=folder.resolve().as_uri(), name=folder.name)],
-        initialization_options={"debounceMs": 0, "minConfidence": 0, "steps": 4, **settings}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
-    return client
+    return await start_server(model, {"debounceMs": 0, "minConfidence": 0, "steps": 4, **settings}, folder)
 
 
 async def stop(client) -> None:
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    from bench.lsp_latency import stop as stop_server
+
+    await stop_server(client)
 
 
 def loop_cpu_ms(pid: int) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import random
 import sys
 import sysconfig
@@ -40,7 +39,7 @@ from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
 from bench import context_overhead
-from bench.common import emit, median, percentile, pick_model
+from bench.common import checkout_env, emit, median, percentile, pick_model
 from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
 from dg_lsp.trace import STAGES
 
@@ -87,6 +86,31 @@ class Client(LanguageClient):
         rid = f"bench-{next(self._ids)}"
         return rid, asyncio.ensure_future(self.protocol.send_request_async(
             T.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, char), rid))
+
+
+async def start(model: Path | None, settings: dict, folder: Path | None = None,
+                env: dict[str, str] | None = None) -> Client:
+    """The benchmarks' one launcher: `python -m dg_lsp [--model DIR]` over stdio (env: `env`, default this
+    checkout's, offline), initialized with `settings` as its initializationOptions and `folder` as its workspace
+    folder, its model ready. `client.init_result` is the InitializeResult."""
+    client = Client()
+    await client.start_io(sys.executable, "-m", "dg_lsp", *(["--model", str(model)] if model else []),
+                          env=env or checkout_env())
+    client.init_result = await client.initialize_async(T.InitializeParams(
+        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
+        workspace_folders=[T.WorkspaceFolder(uri=folder.resolve().as_uri(), name=folder.name)] if folder else None,
+        initialization_options=settings))
+    client.initialized(T.InitializedParams())
+    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1]["state"] != "ready":
+        raise RuntimeError(f"the model failed to load: {client.statuses[-1].get('message')}")
+    return client
+
+
+async def stop(client: Client) -> None:
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
 
 
 async def wait_for(pred, timeout: float = 60.0) -> Any:
@@ -191,20 +215,10 @@ def pcts(xs: list[float]) -> tuple[float, float]:
 
 async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -> dict:
     text = file.read_text(encoding="utf-8")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
     t0 = time.perf_counter()
-    await client.initialize_async(T.InitializeParams(
-        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
-        # minConfidence 0: latency of every answer, and typed-ahead needs shown items (the shipped model's gate of
-        # 0.90 withholds ~70% of fills after computing them, so it does not change the timings measured here)
-        initialization_options={"debounceMs": 0, "minConfidence": 0}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
+    # minConfidence 0: latency of every answer, and typed-ahead needs shown items (the shipped model's gate of 0.90
+    # withholds ~70% of fills after computing them, so it does not change the timings measured here)
+    client = await start(model, {"debounceMs": 0, "minConfidence": 0})
     load_s = time.perf_counter() - t0
     uri = file.resolve().as_uri()
     open_doc(client, uri, text)
@@ -220,9 +234,7 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
     e2e = await replay(client, uri, text, spots[n + 2:], verbose)
     client.configure(debounceMs=0, drafts=True, steps=64)
     after_cancel = await cancels(client, uri, text, 4 if quick else 10)
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    await stop(client)
 
     over = [r["responded_ms"] - r["wait_ms"] - r["engine_ms"] for r in overhead]
     window = [r["responded_ms"] + r["write_ms"] - r["engine_ms"] for r in overhead]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import queue
 import socket
 import subprocess
@@ -22,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from bench.common import checkout_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,10 +44,7 @@ def sha256(text: str) -> str:
 
 def server_env() -> dict[str, str]:
     """Offline, on the CPU with one thread, importing this checkout."""
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
-    return env
+    return checkout_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
 
 
 def read_frames(stream: IO[bytes], on_message: Callable[[dict], None]) -> None:

@@ -41,8 +41,8 @@ import httpx
 from lsprotocol import types as T
 
 from bench.common import emit, median, percentile, pick_model
-from bench.lsp_latency import Client, pick_file, places, wait_for
-from bench.service import child_env, start_lsp, stop_lsp
+from bench.lsp_latency import Client, pick_file, places, stop, wait_for
+from bench.service import child_env, start_lsp
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "google/diffusiongemma-26B-A4B-it"  # what the stand-in calls its model (any id works)
@@ -199,7 +199,7 @@ async def run(model: Path, label: str, file: Path, quick: bool) -> dict:
                 if name in remote:
                     remote[name] += [r for r in standin_log(url)[seen:] if not r["cancelled"]]
         for c in clients.values():
-            await stop_lsp(c)
+            await stop(c)
         served = httpx.get(f"{url}/standin/stats", timeout=10).json()
     finally:
         proc.kill()
