@@ -48,25 +48,16 @@ def loop_cpu_ms(pid: int) -> float:
 
 
 async def retype(client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
-    """bench.lsp_latency.replay at one place, plus the loop's CPU time from each didChange sent to its answer
-    received (the server's event loop only: the engine runs on its own thread)."""
-    from bench.lsp_latency import wait_for
+    """bench.lsp_latency.retype at one place: the server's overhead per keystroke, and the loop's CPU time from each
+    didChange sent to its answer received (the server's event loop only: the engine runs on its own thread)."""
+    from bench.lsp_latency import retype as keystrokes
 
-    line_no, tail = spot
-    line = text.split("\n")[line_no]
-    head = len(line) - len(tail)
     pid = client._server.pid
-    client.type_text(uri, line_no, head, "", end=(line_no, len(line)))
     rows = []
-    for k, ch in enumerate(tail):
-        cpu = loop_cpu_ms(pid)
-        client.type_text(uri, line_no, head + k, ch)
-        rid, fut = client.inline(uri, line_no, head + k + 1)
-        await fut
-        cpu = loop_cpu_ms(pid) - cpu
-        stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
+    for key in await keystrokes(client, uri, text, spot, meter=lambda: loop_cpu_ms(pid)):
+        stats = key.stats
         rows.append({"ms": stats["respondedMs"] - stats.get("waitMs", 0.0) - stats.get("engineMs", 0.0),
-                     "loop_cpu_ms": cpu, "index": (stats.get("crossFile") or {}).get("index"),
+                     "loop_cpu_ms": key.metered, "index": (stats.get("crossFile") or {}).get("index"),
                      "stages": stats.get("stagesMs") or {},
                      "files": len((stats.get("crossFile") or {}).get("files") or ())})
     return rows

@@ -32,6 +32,8 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,23 +132,49 @@ def places(text: str, n: int, keys: int, seed: int = 0) -> list[tuple[int, str]]
     return [(i, lines[i][-keys:]) for i in sorted(rng.sample(ok, n))]
 
 
+@dataclass
+class Keystroke:
+    """One retyped character: its index in the spot's tail, the inline answer, keystroke -> answer (ms), the request's
+    dg/status body, and what `meter` moved over the keystroke (None without one)."""
+
+    k: int
+    answer: Any
+    ms: float
+    stats: dict
+    metered: float | None
+
+
+async def retype(client: Client, uri: str, text: str, spot: tuple[int, str],
+                 meter: Callable[[], float] | None = None) -> list[Keystroke]:
+    """At one spot (line number, the line's last characters): delete those characters (untimed), then retype them one
+    keystroke at a time, each followed by an inline request answered before the next. The benchmarks' one typing
+    loop (bench.context_overhead, bench.vllm_standin and `replay` read what they need from it)."""
+    line_no, tail = spot
+    line = text.split("\n")[line_no]
+    head = len(line) - len(tail)
+    client.type_text(uri, line_no, head, "", end=(line_no, len(line)))
+    out = []
+    for k, ch in enumerate(tail):
+        before = meter() if meter is not None else 0.0
+        t0 = time.perf_counter()
+        client.type_text(uri, line_no, head + k, ch)
+        rid, fut = client.inline(uri, line_no, head + k + 1)
+        res = await fut
+        ms = (time.perf_counter() - t0) * 1e3
+        metered = meter() - before if meter is not None else None
+        stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
+        out.append(Keystroke(k, res, ms, stats, metered))
+    return out
+
+
 async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str]],
                  verbose: bool = False) -> list[dict]:
-    """At each spot: delete the line's last characters (untimed), then retype them one keystroke at a time,
-    each keystroke followed by an inline request; time keystroke -> response."""
-    lines = text.split("\n")
+    """`retype` at each spot; the server's figures of each keystroke (dg/status) beside its round trip."""
     rows = []
-    for line_no, tail in spots:
-        head = len(lines[line_no]) - len(tail)
-        client.type_text(uri, line_no, head, "", end=(line_no, len(lines[line_no])))
-        for k, ch in enumerate(tail):
-            t0 = time.perf_counter()
-            client.type_text(uri, line_no, head + k, ch)
-            rid, fut = client.inline(uri, line_no, head + k + 1)
-            res = await fut
-            ms = (time.perf_counter() - t0) * 1e3
-            stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
-            rows.append({"ms": ms, "first": k == 0, "item": bool(res and res.items),
+    for spot in spots:
+        for key in await retype(client, uri, text, spot):
+            stats = key.stats
+            rows.append({"ms": key.ms, "first": key.k == 0, "item": bool(key.answer and key.answer.items),
                          "responded_ms": stats.get("respondedMs"),
                          "engine_wall_ms": stats.get("engineWallMs"),
                          "wait_ms": stats.get("waitMs", 0.0), "write_ms": stats.get("writeMs", 0.0),

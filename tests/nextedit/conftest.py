@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import RawServer, tiny_ckpt  # noqa: F401 -- tiny_ckpt: a fixture
+from tests.reliability.conftest import RawServer, start_server, tiny_ckpt  # noqa: F401 -- fixtures
 
 SCRIPTED = Path(__file__).with_name("scripted_server.py")
 
@@ -26,8 +26,9 @@ class ScriptedServer(RawServer):
 
 
 @pytest.fixture
-def servers() -> Any:
-    """`servers.raw(model, options)` / `servers.scripted(rules, options)`: fresh servers, closed after the test."""
+def servers(start_server) -> Any:  # noqa: F811 -- start_server: the fixture imported above
+    """`servers.raw(model, options)` (tests/reliability's `start_server`, on the shipped model unless `model`) /
+    `servers.scripted(rules, options)`: fresh servers, closed after the test."""
     started: list[RawServer] = []
 
     class Start:
@@ -35,10 +36,7 @@ def servers() -> Any:
         def raw(model: Path | None = None, options: dict | None = None) -> RawServer:
             from dg_lsp.backends.checkpoint import default_model_dir
 
-            srv = RawServer(model or default_model_dir())
-            started.append(srv)
-            srv.init_result = srv.initialize(options)
-            return srv
+            return start_server(options, model or default_model_dir())
 
         @staticmethod
         def scripted(rules: list[tuple[str, str]], options: dict | None = None, confidence: float = 0.99,
