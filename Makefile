@@ -34,9 +34,10 @@ typecheck: setup
 
 # pytest exits 5 when it collected nothing: make stops on any non-zero exit, so an empty run fails.
 # Parallel workers (one per core, at most 4): most server tests wait on a child process, so 2 workers on 2 cores
-# took the Python tier from 547 s to 300 s.
+# took the Python tier from 547 s to 300 s. --maxschedchunk=1: a worker takes the next test when it is free, in the
+# order tests/conftest.py gives (the longest first), not a block of consecutive tests up front.
 test-py: setup
-	$(BIN)/python -m pytest -n auto --maxprocesses=4
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 --maxschedchunk=1
 
 # Extension unit tests, the .vsix, and the real-editor tier (code-server + chromium + the real server).
 # DG_E2E=1 (the default here) installs the real-editor test bed on first use and fails if it cannot run.

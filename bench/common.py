@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmark scripts: the model picker, machine description, medians, JSON last line."""
+"""Shared helpers for the benchmark scripts: the model picker, a child's environment, machine description, medians,
+JSON last line."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def pick_model(root: Path, model: Path | None, tokenizer: bool = False) -> tuple
         return build_bench_checkpoint(root, 64), "random bench checkpoint (BENCH_SHAPE, random weights)"
 
     return pick(model, random_checkpoint)
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process (server, service) a benchmark starts: this one's, offline, this checkout
+    first on PYTHONPATH (no `pip install -e .` needed), and `extra`."""
+    root = str(Path(__file__).resolve().parents[1])
+    return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p), **extra)
 
 
 def machine() -> dict:

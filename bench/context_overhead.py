@@ -15,13 +15,9 @@ Used by `python -m bench.context` (its "overhead_p95_ms") and `python -m bench.l
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import sysconfig
 import time
 from pathlib import Path
-
-from lsprotocol import types as T
 
 from bench.common import median, percentile
 from dg_lsp.client import open_doc
@@ -33,28 +29,17 @@ FILE = "email/message.py"  # a file of the workspace whose imports reach other f
 
 
 async def start(model: Path, folder: Path, **settings):
-    """A server with `folder` as its workspace folder, initialized with `settings`, its model ready."""
-    from bench.lsp_latency import Client, wait_for
+    """A server with `folder` as its workspace folder, initialized with `settings` (beside debounce 0, no
+    confidence gate, 4 steps), its model ready: bench.lsp_latency's launcher."""
+    from bench.lsp_latency import start as start_server
 
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
-    await client.initialize_async(T.InitializeParams(
-        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
-        workspace_folders=[T.WorkspaceFolder(uri=folder.resolve().as_uri(), name=folder.name)],
-        initialization_options={"debounceMs": 0, "minConfidence": 0, "steps": 4, **settings}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
-    return client
+    return await start_server(model, {"debounceMs": 0, "minConfidence": 0, "steps": 4, **settings}, folder)
 
 
 async def stop(client) -> None:
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    from bench.lsp_latency import stop as stop_server
+
+    await stop_server(client)
 
 
 def loop_cpu_ms(pid: int) -> float:
@@ -63,25 +48,16 @@ def loop_cpu_ms(pid: int) -> float:
 
 
 async def retype(client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
-    """bench.lsp_latency.replay at one place, plus the loop's CPU time from each didChange sent to its answer
-    received (the server's event loop only: the engine runs on its own thread)."""
-    from bench.lsp_latency import wait_for
+    """bench.lsp_latency.retype at one place: the server's overhead per keystroke, and the loop's CPU time from each
+    didChange sent to its answer received (the server's event loop only: the engine runs on its own thread)."""
+    from bench.lsp_latency import retype as keystrokes
 
-    line_no, tail = spot
-    line = text.split("\n")[line_no]
-    head = len(line) - len(tail)
     pid = client._server.pid
-    client.type_text(uri, line_no, head, "", end=(line_no, len(line)))
     rows = []
-    for k, ch in enumerate(tail):
-        cpu = loop_cpu_ms(pid)
-        client.type_text(uri, line_no, head + k, ch)
-        rid, fut = client.inline(uri, line_no, head + k + 1)
-        await fut
-        cpu = loop_cpu_ms(pid) - cpu
-        stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
+    for key in await keystrokes(client, uri, text, spot, meter=lambda: loop_cpu_ms(pid)):
+        stats = key.stats
         rows.append({"ms": stats["respondedMs"] - stats.get("waitMs", 0.0) - stats.get("engineMs", 0.0),
-                     "loop_cpu_ms": cpu, "index": (stats.get("crossFile") or {}).get("index"),
+                     "loop_cpu_ms": key.metered, "index": (stats.get("crossFile") or {}).get("index"),
                      "stages": stats.get("stagesMs") or {},
                      "files": len((stats.get("crossFile") or {}).get("files") or ())})
     return rows

@@ -131,7 +131,13 @@ def dequantized_mb(path: Path, compute_bytes: int) -> float:
     return round(total / 2**20, 1)
 
 
-def logit_errors(root: Path, device: str = "cpu") -> dict:
+QTYPES = ("BF16", "F16", "Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_K_M")
+# --quick runs the loop on a float type and the Q4_K_M mix (K-quants and their fallbacks): a code-path check; each
+# type's load and logits are tests/quant/test_gguf.py's cases
+QUICK_QTYPES = ("BF16", "Q4_K_M")
+
+
+def logit_errors(root: Path, device: str = "cpu", qtypes: tuple[str, ...] = QTYPES) -> dict:
     """Each quant type against F32 on the shipped model (trained weights: a random model's logits move by tens of
     percent under any rounding), all loaded from GGUF and served packed; decoder logits on a code context and a
     random canvas. Its rows are 192 or 512 wide, so a K-quant covers the 512-wide rows (down projections, expert
@@ -153,7 +159,7 @@ def logit_errors(root: Path, device: str = "cpu") -> dict:
 
     ref = logits(W.write_gguf(src, root / "F32.gguf", "F32"))
     out, types = {}, {}
-    for qtype in ("BF16", "F16", "Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_K_M"):
+    for qtype in qtypes:
         path = W.write_gguf(src, root / f"{qtype}.gguf", W.q4_k_m_type if qtype == "Q4_K_M" else qtype)
         got = logits(path)
         out[qtype] = round(float((got - ref).abs().max() / ref.abs().max()), 6)
@@ -191,7 +197,7 @@ def load_stats(path: Path, dtype: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a smaller model for the logit and load figures")
+    ap.add_argument("--quick", action="store_true", help="a smaller model for the load figures, logits of 2 types")
     ap.add_argument("--device", default="cpu", help="where the logit comparison runs (cuda: the packed kernels)")
     ap.add_argument("--logits-only", action="store_true", help="only the logit errors (the device check)")
     args = ap.parse_args()
@@ -223,7 +229,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "logit").mkdir()
-        le = logit_errors(root / "logit")
+        le = logit_errors(root / "logit", qtypes=QUICK_QTYPES if args.quick else QTYPES)
         logit = le["logit_rel_err"]
         print(f"logit rel err vs F32 (shipped model, served packed): {logit}; file mixes {le['types']}")
         from engine.testing import build_tiny_checkpoint

@@ -27,12 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import random
 import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
 from bench import context_overhead
-from bench.common import emit, median, percentile, pick_model
+from bench.common import checkout_env, emit, median, percentile, pick_model
 from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
 from dg_lsp.trace import STAGES
 
@@ -89,6 +90,31 @@ class Client(LanguageClient):
             T.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, char), rid))
 
 
+async def start(model: Path | None, settings: dict, folder: Path | None = None,
+                env: dict[str, str] | None = None) -> Client:
+    """The benchmarks' one launcher: `python -m dg_lsp [--model DIR]` over stdio (env: `env`, default this
+    checkout's, offline), initialized with `settings` as its initializationOptions and `folder` as its workspace
+    folder, its model ready. `client.init_result` is the InitializeResult."""
+    client = Client()
+    await client.start_io(sys.executable, "-m", "dg_lsp", *(["--model", str(model)] if model else []),
+                          env=env or checkout_env())
+    client.init_result = await client.initialize_async(T.InitializeParams(
+        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
+        workspace_folders=[T.WorkspaceFolder(uri=folder.resolve().as_uri(), name=folder.name)] if folder else None,
+        initialization_options=settings))
+    client.initialized(T.InitializedParams())
+    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
+    if client.statuses[-1]["state"] != "ready":
+        raise RuntimeError(f"the model failed to load: {client.statuses[-1].get('message')}")
+    return client
+
+
+async def stop(client: Client) -> None:
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+
+
 async def wait_for(pred, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while not (value := pred()):
@@ -106,23 +132,49 @@ def places(text: str, n: int, keys: int, seed: int = 0) -> list[tuple[int, str]]
     return [(i, lines[i][-keys:]) for i in sorted(rng.sample(ok, n))]
 
 
+@dataclass
+class Keystroke:
+    """One retyped character: its index in the spot's tail, the inline answer, keystroke -> answer (ms), the request's
+    dg/status body, and what `meter` moved over the keystroke (None without one)."""
+
+    k: int
+    answer: Any
+    ms: float
+    stats: dict
+    metered: float | None
+
+
+async def retype(client: Client, uri: str, text: str, spot: tuple[int, str],
+                 meter: Callable[[], float] | None = None) -> list[Keystroke]:
+    """At one spot (line number, the line's last characters): delete those characters (untimed), then retype them one
+    keystroke at a time, each followed by an inline request answered before the next. The benchmarks' one typing
+    loop (bench.context_overhead, bench.vllm_standin and `replay` read what they need from it)."""
+    line_no, tail = spot
+    line = text.split("\n")[line_no]
+    head = len(line) - len(tail)
+    client.type_text(uri, line_no, head, "", end=(line_no, len(line)))
+    out = []
+    for k, ch in enumerate(tail):
+        before = meter() if meter is not None else 0.0
+        t0 = time.perf_counter()
+        client.type_text(uri, line_no, head + k, ch)
+        rid, fut = client.inline(uri, line_no, head + k + 1)
+        res = await fut
+        ms = (time.perf_counter() - t0) * 1e3
+        metered = meter() - before if meter is not None else None
+        stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
+        out.append(Keystroke(k, res, ms, stats, metered))
+    return out
+
+
 async def replay(client: Client, uri: str, text: str, spots: list[tuple[int, str]],
                  verbose: bool = False) -> list[dict]:
-    """At each spot: delete the line's last characters (untimed), then retype them one keystroke at a time,
-    each keystroke followed by an inline request; time keystroke -> response."""
-    lines = text.split("\n")
+    """`retype` at each spot; the server's figures of each keystroke (dg/status) beside its round trip."""
     rows = []
-    for line_no, tail in spots:
-        head = len(lines[line_no]) - len(tail)
-        client.type_text(uri, line_no, head, "", end=(line_no, len(lines[line_no])))
-        for k, ch in enumerate(tail):
-            t0 = time.perf_counter()
-            client.type_text(uri, line_no, head + k, ch)
-            rid, fut = client.inline(uri, line_no, head + k + 1)
-            res = await fut
-            ms = (time.perf_counter() - t0) * 1e3
-            stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)  # sent after the answer
-            rows.append({"ms": ms, "first": k == 0, "item": bool(res and res.items),
+    for spot in spots:
+        for key in await retype(client, uri, text, spot):
+            stats = key.stats
+            rows.append({"ms": key.ms, "first": key.k == 0, "item": bool(key.answer and key.answer.items),
                          "responded_ms": stats.get("respondedMs"),
                          "engine_wall_ms": stats.get("engineWallMs"),
                          "wait_ms": stats.get("waitMs", 0.0), "write_ms": stats.get("writeMs", 0.0),
@@ -191,20 +243,10 @@ def pcts(xs: list[float]) -> tuple[float, float]:
 
 async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -> dict:
     text = file.read_text(encoding="utf-8")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
     t0 = time.perf_counter()
-    await client.initialize_async(T.InitializeParams(
-        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
-        # minConfidence 0: latency of every answer, and typed-ahead needs shown items (the shipped model's gate of
-        # 0.90 withholds ~70% of fills after computing them, so it does not change the timings measured here)
-        initialization_options={"debounceMs": 0, "minConfidence": 0}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
+    # minConfidence 0: latency of every answer, and typed-ahead needs shown items (the shipped model's gate of 0.90
+    # withholds ~70% of fills after computing them, so it does not change the timings measured here)
+    client = await start(model, {"debounceMs": 0, "minConfidence": 0})
     load_s = time.perf_counter() - t0
     uri = file.resolve().as_uri()
     open_doc(client, uri, text)
@@ -220,9 +262,7 @@ async def run(model: Path, label: str, file: Path, quick: bool, verbose: bool) -
     e2e = await replay(client, uri, text, spots[n + 2:], verbose)
     client.configure(debounceMs=0, drafts=True, steps=64)
     after_cancel = await cancels(client, uri, text, 4 if quick else 10)
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    await stop(client)
 
     over = [r["responded_ms"] - r["wait_ms"] - r["engine_ms"] for r in overhead]
     window = [r["responded_ms"] + r["write_ms"] - r["engine_ms"] for r in overhead]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -34,7 +33,8 @@ from pathlib import Path
 from lsprotocol import types as T
 
 from bench.common import emit, machine, pick_model
-from bench.lsp_latency import Client, wait_for
+from bench.lsp_latency import Client, stop, wait_for
+from bench.lsp_latency import start as start_server
 from bench.next_edit_score import applicable, by_kind, contract_errors, score, summarize
 from bench.next_edit_tasks import LINES_ABOVE, LINES_BELOW, Task, build_tasks
 from dg_lsp.client import as_dict, edit_doc, open_doc
@@ -46,21 +46,14 @@ HEADLINE = ("tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks",
 
 
 async def start(model: Path, extra: dict) -> Client:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", "--model", str(model), env=env)
-    init = await client.initialize_async(T.InitializeParams(
-        capabilities=T.ClientCapabilities(window=T.WindowClientCapabilities(work_done_progress=True)),
-        initialization_options={"nextEdit": True, "nextEditLinesAbove": LINES_ABOVE,
-                                "nextEditLinesBelow": LINES_BELOW, **extra}))
-    client.initialized(T.InitializedParams())
-    experimental = as_dict(init.capabilities.experimental) or {}
+    """bench.lsp_latency's launcher with next edits on in the window this bench scores; checks the server says it
+    has them (capabilities.experimental.dgNextEdit)."""
+    client = await start_server(model, {"nextEdit": True, "nextEditLinesAbove": LINES_ABOVE,
+                                         "nextEditLinesBelow": LINES_BELOW, **extra})
+    experimental = as_dict(client.init_result.capabilities.experimental) or {}
     if not experimental.get("dgNextEdit"):
+        await stop(client)
         raise RuntimeError("the server does not advertise capabilities.experimental.dgNextEdit")
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"model failed to load: {client.statuses[-1]['message']}")
     return client
 
 
@@ -116,9 +109,7 @@ async def run(model: Path, tasks: list[Task], debounce_ms: int, extra: dict,
                           f"context {r['context_tokens']}, confidence {r['confidence']}, tree fresh "
                           f"{r['tree_fresh']}, check prepared {r['check_prepared']})", file=sys.stderr)
     finally:
-        await client.shutdown_async(None)
-        client.exit(None)
-        await client.stop()
+        await stop(client)
     return rows, errors
 
 

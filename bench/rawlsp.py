@@ -1,5 +1,6 @@
 """A raw JSON-RPC client of the real server (`python -m dg_lsp`, over pipes or TCP): any bytes in, framed messages
-out.
+out. The one client-side frame reader and launcher of raw servers: bench and tests (tests/reliability's RawServer,
+tests/lsp's stdio tests) use it.
 
 For the reliability tests and `bench.reliability`: they send what no client library would (bad headers, broken
 bodies, messages out of lifecycle order) and check what comes back. The server's requests to the client are
@@ -11,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import queue
 import socket
 import subprocess
@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from bench.common import checkout_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,10 +44,7 @@ def sha256(text: str) -> str:
 
 def server_env() -> dict[str, str]:
     """Offline, on the CPU with one thread, importing this checkout."""
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
-    return env
+    return checkout_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
 
 
 def read_frames(stream: IO[bytes], on_message: Callable[[dict], None]) -> None:
@@ -136,19 +135,25 @@ class RawClient:
                 self.answered_at.setdefault(msg["id"], time.monotonic())
             self._cond.notify_all()
 
-    def wait(self, pred: Callable[[dict], bool], timeout: float = 30.0, since: int = 0) -> dict | None:
-        """The first message from index `since` on that matches `pred`, waiting up to `timeout` seconds."""
+    def find(self, pred: Callable[[dict], bool], since: int = 0, timeout: float = 30.0) -> int | None:
+        """The index in `messages` of the first message from `since` on that matches `pred`, waiting up to `timeout`
+        seconds (None: none came, or the peer closed its end with none)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                for msg in self.messages[since:]:
-                    if pred(msg):
-                        return msg
+                for i in range(since, len(self.messages)):
+                    if pred(self.messages[i]):
+                        return i
                 since = len(self.messages)
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     return None
                 self._cond.wait(min(left, 0.5))
+
+    def wait(self, pred: Callable[[dict], bool], timeout: float = 30.0, since: int = 0) -> dict | None:
+        """The first message from index `since` on that matches `pred`, waiting up to `timeout` seconds."""
+        i = self.find(pred, since, timeout)
+        return None if i is None else self.messages[i]
 
     def answer(self, msg_id: Any, timeout: float = 30.0) -> dict | None:
         deadline = time.monotonic() + timeout
@@ -208,11 +213,13 @@ class RawClient:
 
 
 class RawServer(RawClient):
-    """`python -m dg_lsp *args` over pipes."""
+    """`python -m dg_lsp *args` over pipes (or `command` + `args`: another server, such as a test's scripted one)."""
 
-    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dg_lsp", *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=stderr, env=server_env())
+    def __init__(self, *args: str, stderr: IO[bytes] | int = subprocess.DEVNULL,
+                 command: list[str] | None = None) -> None:
+        cmd = command if command is not None else [sys.executable, "-m", "dg_lsp"]
+        self.proc = subprocess.Popen([*cmd, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                     env=server_env())
         super().__init__(self._write_stdin, self.proc.stdout)
 
     def _write_stdin(self, data: bytes) -> None:

@@ -26,8 +26,6 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,8 +34,9 @@ from typing import Any
 import httpx
 from lsprotocol import types as T
 
-from bench.common import emit, median, percentile
-from bench.lsp_latency import Client, pick_file, pick_model, places, replay, wait_for
+from bench.common import checkout_env, emit, median, percentile
+from bench.lsp_latency import Client, pick_file, pick_model, places, replay, start, stop
+from bench.service_loop import start as start_service
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,19 +54,7 @@ def rss_mb(pid: int) -> float | None:
 
 
 def child_env() -> dict[str, str]:
-    return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-
-
-def start_service(sock: Path, model: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "engine.service", "--uds", str(sock), "--model", str(model)],
-                            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while (health(sock) or {}).get("state") != "ready":
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the engine service did not start")
-        time.sleep(0.1)
-    return proc
+    return checkout_env(OMP_NUM_THREADS="1")
 
 
 def health(sock: Path) -> dict | None:
@@ -79,21 +66,8 @@ def health(sock: Path) -> dict | None:
 
 
 async def start_lsp(init: dict) -> Client:
-    client = Client()
-    await client.start_io(sys.executable, "-m", "dg_lsp", env=child_env())
-    await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities(),
-                                                     initialization_options={"minConfidence": 0, **init}))
-    client.initialized(T.InitializedParams())
-    await wait_for(lambda: any(s["state"] in ("ready", "error") for s in client.statuses), 300)
-    if client.statuses[-1]["state"] != "ready":
-        raise RuntimeError(f"the server did not get ready: {client.statuses[-1].get('message')}")
-    return client
-
-
-async def stop_lsp(client: Client) -> None:
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    """bench.lsp_latency's launcher on the model the settings `init` name (no confidence gate)."""
+    return await start(None, {"minConfidence": 0, **init}, env=child_env())
 
 
 def open_copy(client: Client, file: Path, text: str, name: str) -> str:
@@ -122,7 +96,7 @@ async def paired(inits: list[dict], file: Path, text: str, n: int, keys: int) ->
                 rows[i] += done
     peaks = [rss_mb(c._server.pid) for c in clients]
     for c in clients:
-        await stop_lsp(c)
+        await stop(c)
     return list(zip(rows, peaks, strict=True))
 
 
@@ -227,7 +201,7 @@ async def run(model: Path, label: str, file: Path, clients: int, quick: bool, tm
     if len(gone) < len(editors):
         raise RuntimeError("a server did not report the service gone within 10 s")
     for c in editors:
-        await stop_lsp(c)
+        await stop(c)
 
     e_p50, e_p95 = pcts([r["ms"] for r in embedded])
     s_p50, s_p95 = pcts([r["ms"] for r in one])

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import emit, median, percentile
+from bench.common import checkout_env, emit, median, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ("def", "return", "self", "value", "index", "for", "in", "range", "if", "else", "None", "print", "items",
@@ -114,8 +114,8 @@ def health_during(client: Callable[[], httpx.Client], requests: list[tuple[str, 
 
 
 def start(sock: Path, model: Path | None) -> subprocess.Popen:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    """`python -m engine.service` on the socket `sock` (and `model`, else its default), once /health says ready."""
+    env = checkout_env(OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "engine.service", "--uds", str(sock)] + (["--model", str(model)] if model else [])
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300

@@ -41,8 +41,9 @@ import httpx
 from lsprotocol import types as T
 
 from bench.common import emit, median, percentile, pick_model
-from bench.lsp_latency import Client, pick_file, places, wait_for
-from bench.service import child_env, start_lsp, stop_lsp
+from bench.lsp_latency import Client, pick_file, places, stop
+from bench.lsp_latency import retype as keystrokes
+from bench.service import child_env, start_lsp
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "google/diffusiongemma-26B-A4B-it"  # what the stand-in calls its model (any id works)
@@ -144,21 +145,11 @@ def standin_log(url: str) -> list[dict]:
 # -- the measurement ------------------------------------------------------------------------------------------------
 
 async def retype(client: Client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
-    """At one spot: delete the line's last characters (untimed), retype them a keystroke at a time, each followed
-    by an inline request answered before the next; keystroke -> answer and the request's dg/status."""
-    line_no, tail = spot
-    line = text.split("\n")[line_no]
-    head = len(line) - len(tail)
-    client.type_text(uri, line_no, head, "", end=(line_no, len(line)))
+    """bench.lsp_latency.retype at one spot: keystroke -> answer and what the request's dg/status says ran."""
     rows = []
-    for k, ch in enumerate(tail):
-        t0 = time.perf_counter()
-        client.type_text(uri, line_no, head + k, ch)
-        rid, fut = client.inline(uri, line_no, head + k + 1)
-        res = await fut
-        ms = (time.perf_counter() - t0) * 1e3
-        stats = await wait_for(lambda rid=rid: client.request_stats(rid), 10)
-        rows.append({"ms": ms, "item": bool(res and res.items), "cached": stats.get("cached"),
+    for key in await keystrokes(client, uri, text, spot):
+        stats = key.stats
+        rows.append({"ms": key.ms, "item": bool(key.answer and key.answer.items), "cached": stats.get("cached"),
                      "engine_ran": not stats.get("cached") and stats.get("steps", 0) > 0,
                      "canvas": stats.get("canvasLength"), "steps": stats.get("steps", 0),
                      "reason": stats.get("reason")})
@@ -199,7 +190,7 @@ async def run(model: Path, label: str, file: Path, quick: bool) -> dict:
                 if name in remote:
                     remote[name] += [r for r in standin_log(url)[seen:] if not r["cancelled"]]
         for c in clients.values():
-            await stop_lsp(c)
+            await stop(c)
         served = httpx.get(f"{url}/standin/stats", timeout=10).json()
     finally:
         proc.kill()

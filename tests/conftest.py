@@ -13,7 +13,19 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+# The longest tests (20-40 s each in `make test`'s durations list) go first, so that the parallel workers do not end
+# the run with one of them running alone while the others idle (with `--maxschedchunk=1`, as `make test` runs:
+# pytest-xdist otherwise hands each worker a block of consecutive tests up front, and the first block would hold them
+# all). Order only: each test still sets up all it needs.
+# (Grouping a module's tests that share a module-scoped server on one worker, `--dist loadgroup`, would set each up
+# once instead of once per worker, but pytest-xdist 3.8 cannot rename nodes under pytest 9.2: no group is formed.)
+LONGEST = ("tests/reliability/test_fuzz_fill.py", "tests/bench/", "tests/reliability/test_memory_rounds.py",
+           "tests/quant/test_gguf_kernel.py", "tests/service/test_lsp_shared.py", "tests/editors/")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle: each part keeps its shuffled order
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))
     if "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: opt in with -m slow")

@@ -30,8 +30,9 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def server_command(model: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "dg_lsp", "--model", str(model), *extra]
+def server_command(model: Path | None, *extra: str) -> list[str]:
+    """`python -m dg_lsp --model MODEL` (no --model: the settings name the backend and model)."""
+    return [sys.executable, "-m", "dg_lsp", *(["--model", str(model)] if model is not None else []), *extra]
 
 
 def make_client() -> LanguageClient:
@@ -51,9 +52,12 @@ CAPABILITIES = T.ClientCapabilities(
 )
 
 
-async def start_server(model: Path, init_options: dict | None = None, wait_ready: bool = True) -> LanguageClient:
+async def start_server(model: Path | None, init_options: dict | None = None, wait_ready: bool = True,
+                       env: dict[str, str] | None = None) -> LanguageClient:
+    """The tests' one pytest-lsp client of a real server (tests/lsp's `client` fixture, tests/service): started with
+    `env` (default `server_env()`), initialized with `init_options`, and with `wait_ready` its model ready."""
     config = ClientServerConfig(server_command=server_command(model), client_factory=make_client,
-                                server_env=server_env())
+                                server_env=env or server_env())
     client = await config.start()
     client.init_result = await client.initialize_session(
         T.InitializeParams(capabilities=CAPABILITIES, initialization_options=init_options))

@@ -15,35 +15,18 @@ from typing import IO
 import pytest
 from server_harness import server_command, server_env
 
-
-def frame(body: bytes | str) -> bytes:
-    data = body.encode() if isinstance(body, str) else body
-    return b"Content-Length: %d\r\n\r\n" % len(data) + data
-
-
-def message(**fields) -> bytes:
-    return frame(json.dumps({"jsonrpc": "2.0", **fields}))
+from bench.rawlsp import frame, message, read_frames
 
 
 class Reader(threading.Thread):
-    """Parses Content-Length frames from the server's stdout (or a socket file) into a queue."""
+    """The server's stdout (or a socket file) parsed by bench.rawlsp's frame reader into a queue."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         super().__init__(daemon=True)
         self.stream, self.messages = stream, queue.Queue()
 
     def run(self) -> None:
-        while True:
-            length = None
-            while True:
-                line = self.stream.readline()
-                if not line:
-                    return
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-                elif line in (b"\r\n", b"\n") and length is not None:
-                    break
-            self.messages.put(json.loads(self.stream.read(length)))
+        read_frames(self.stream, self.messages.put)
 
     def until(self, pred, timeout: float = 30.0) -> tuple[dict, list[dict]]:
         """The first message matching `pred`, and every message seen before it."""

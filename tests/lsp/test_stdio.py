@@ -10,6 +10,7 @@ import os
 import tempfile
 import time
 
+from bench.rawlsp import frame
 from dg_lsp.dispatch import Clock
 from dg_lsp.stdio import Arrivals, PipeReader, ThreadReader, TimedWriter, pipe_reader
 from dg_lsp.transport import serve_messages
@@ -110,10 +111,6 @@ def test_timed_writer_notes_the_hand_over_within_the_write():
     w.write(b"x" * 100)
     assert buf.getvalue() == b"x" * 100
     assert t0 <= w.handed_at <= time.perf_counter()
-
-
-def frame(body: bytes) -> bytes:
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 def msg(**params) -> bytes:

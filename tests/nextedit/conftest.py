@@ -4,17 +4,13 @@ fixed rules, so a test knows the proposal it should get."""
 
 from __future__ import annotations
 
-import itertools
-import os
-import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import ROOT, RawServer, tiny_ckpt  # noqa: F401 -- tiny_ckpt: a fixture
+from tests.reliability.conftest import RawServer, start_server, tiny_ckpt  # noqa: F401 -- fixtures
 
 SCRIPTED = Path(__file__).with_name("scripted_server.py")
 
@@ -24,26 +20,15 @@ class ScriptedServer(RawServer):
 
     def __init__(self, rules: list[tuple[str, str]], confidence: float = 0.99, delay: float = 0.0,
                  from_history: bool = False) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                                          if p))
-        cmd = [sys.executable, str(SCRIPTED), f"--confidence={confidence}", f"--delay={delay}",
-               *(["--from-history"] if from_history else []), *(f"{a}=>{b}" for a, b in rules)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
-        self.seen: list[dict] = []
-        self._arrived = threading.Condition()
-        self._cursor = 0
-        self.applied: list[dict] = []
-        self.versions: dict[str, int] = {}
-        self._ids = itertools.count(1)
-        self._write = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        super().__init__(None, f"--confidence={confidence}", f"--delay={delay}",
+                         *(["--from-history"] if from_history else []), *(f"{a}=>{b}" for a, b in rules),
+                         command=[sys.executable, str(SCRIPTED)])
 
 
 @pytest.fixture
-def servers() -> Any:
-    """`servers.raw(model, options)` / `servers.scripted(rules, options)`: fresh servers, closed after the test."""
+def servers(start_server) -> Any:  # noqa: F811 -- start_server: the fixture imported above
+    """`servers.raw(model, options)` (tests/reliability's `start_server`, on the shipped model unless `model`) /
+    `servers.scripted(rules, options)`: fresh servers, closed after the test."""
     started: list[RawServer] = []
 
     class Start:
@@ -51,10 +36,7 @@ def servers() -> Any:
         def raw(model: Path | None = None, options: dict | None = None) -> RawServer:
             from dg_lsp.backends.checkpoint import default_model_dir
 
-            srv = RawServer(model or default_model_dir())
-            started.append(srv)
-            srv.init_result = srv.initialize(options)
-            return srv
+            return start_server(options, model or default_model_dir())
 
         @staticmethod
         def scripted(rules: list[tuple[str, str]], options: dict | None = None, confidence: float = 0.99,

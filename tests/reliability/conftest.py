@@ -3,90 +3,50 @@ tiny random checkpoint."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench import rawlsp
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0  # how long a test waits for any one message before it fails
 
 
-def frame(body: dict | bytes) -> bytes:
-    """One LSP frame: Content-Length header, blank line, body."""
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(data) + data
-
-
 class RawServer:
-    """The real `dg-lsp` process over its stdin/stdout. `send` writes bytes as they are, so several messages written
-    together reach the server in one read (as when the server is busy and a request and the next edit queue up).
-    A reader thread parses frames into `seen` and answers the server's own requests (applyEdit: applied, recorded
-    in `applied`; progress creation). `response` finds an answer whenever it came; `until` reads on from where the
-    last `until` stopped."""
+    """The real `dg-lsp` process over its stdin/stdout, as these tests drive it: bench.rawlsp's RawServer (the one
+    frame reader and launcher of bench and tests, which answers the server's requests: applyEdit applied, recorded)
+    behind the calls the tests read best. `send` writes bytes as they are, so several messages written together
+    reach the server in one read (as when the server is busy and a request and the next edit queue up).
+    `response` finds an answer whenever it came; `until` reads on from where the last `until` stopped; both raise
+    TimeoutError when nothing matching came. `command`: start that instead of `python -m dg_lsp` (then `model` is
+    None)."""
 
-    def __init__(self, model: Path, *extra: str) -> None:
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="",
-                   PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-        cmd = [sys.executable, "-m", "dg_lsp", "--model", str(model), *extra]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
-        self.seen: list[dict] = []  # every message from the server, in order
-        self._arrived = threading.Condition()
+    def __init__(self, model: Path | None, *extra: str, command: list[str] | None = None) -> None:
+        self._raw = rawlsp.RawServer(*(["--model", str(model)] if model is not None else []), *extra,
+                                     command=command)
+        self.proc = self._raw.proc
+        self.seen = self._raw.messages  # every message from the server, in order
         self._cursor = 0  # where the next `until` starts reading `seen`
-        self.applied: list[dict] = []  # workspace/applyEdit params
         self.versions: dict[str, int] = {}
-        self._ids = itertools.count(1)
-        self._write = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain the log
+
+    @property
+    def applied(self) -> list[dict]:
+        """workspace/applyEdit params, in order."""
+        return [params for _, params in self._raw.applied]
 
     # -- bytes -------------------------------------------------------------------------------------------------
     def send(self, *messages: dict | bytes) -> None:
         """Write `messages` (dicts are framed; bytes go as they are) in ONE write."""
-        data = b"".join(m if isinstance(m, bytes) else frame(m) for m in messages)
-        with self._write:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-                elif line == b"\r\n" and length is not None:
-                    break
-            msg = json.loads(out.read(length))
-            if "method" in msg and "id" in msg:  # the server asks the client something
-                self._answer(msg)
-            with self._arrived:
-                self.seen.append(msg)
-                self._arrived.notify_all()
-
-    def _answer(self, msg: dict) -> None:
-        result: Any = None
-        if msg["method"] == "workspace/applyEdit":
-            self.applied.append(msg["params"])
-            result = {"applied": True}
-        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        self._raw.send(b"".join(m if isinstance(m, bytes) else rawlsp.frame(json.dumps(m)) for m in messages))
 
     # -- messages ----------------------------------------------------------------------------------------------
     def request(self, method: str, params: Any) -> tuple[int, dict]:
         """A request message (not sent): its id and the message."""
-        msg_id = next(self._ids)
+        msg_id = self._raw.new_id()
         return msg_id, {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
 
     @staticmethod
@@ -95,18 +55,10 @@ class RawServer:
 
     def _find(self, pred: Callable[[dict], bool], start: int, timeout: float) -> int:
         """The index in `seen` of the first message from `start` on matching `pred` (waiting for it)."""
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            i = start
-            while True:
-                while i < len(self.seen):
-                    if pred(self.seen[i]):
-                        return i
-                    i += 1
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None and i == len(self.seen):
-                    raise TimeoutError(f"no matching message from the server (exit code {self.proc.poll()})")
-                self._arrived.wait(min(left, 0.5))
+        i = self._raw.find(pred, start, timeout)
+        if i is None:
+            raise TimeoutError(f"no matching message from the server (exit code {self.proc.poll()})")
+        return i
 
     def until(self, pred: Callable[[dict], bool], timeout: float = WAIT_S) -> dict:
         """The next message matching `pred`, reading on from the last one `until` returned."""
@@ -157,19 +109,11 @@ class RawServer:
             "contentChanges": [{"range": rng, "text": text}]})
 
     def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-        return kb / 1024
+        return self._raw.rss_mb()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.call("shutdown", None, timeout=10)
-                self.send(self.notification("exit", None))
-                self.proc.wait(timeout=10)
-            except Exception:  # noqa: BLE001 -- a test already failed; do not hide why
-                self.proc.kill()
-                self.proc.wait()
+        """shutdown + exit, or a kill when that fails (a test already failed then: its own error says why)."""
+        self._raw.close(timeout=10)
 
 
 def pos(line: int, character: int) -> dict:

@@ -8,17 +8,16 @@ import asyncio
 import itertools
 import os
 import signal
-import sys
-from typing import Any
 
 import httpx
 import pytest
 from lsprotocol import types as T
-from pytest_lsp import ClientServerConfig, LanguageClient
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp import LanguageClient
 from service_harness import child_env
 
 from dg_lsp.backends.autostart import socket_path
+from tests.lsp.server_harness import start_server
+from tests.lsp.server_harness import wait_for as until
 
 TEXT = "alpha beta gamma\ndelta epsilon\n\nzeta eta theta\n"
 # minConfidence 0: the shipped model's gate (0.90) would withhold the fills this test checks arrive
@@ -26,34 +25,8 @@ INIT = {"backend": "service", "debounceMs": 0, "drafts": True, "minConfidence": 
 _ids = itertools.count(1)
 
 
-def make_client() -> LanguageClient:
-    client = make_test_lsp_client()
-    client.statuses, client.drafts = [], []
-    client.feature("dg/status")(lambda params: client.statuses.append(_plain(params)))
-    client.feature("dg/draft")(lambda params: client.drafts.append(_plain(params)))
-    return client
-
-
-def _plain(params: Any) -> dict:
-    return params if isinstance(params, dict) else {k: getattr(params, k) for k in params._fields}
-
-
 async def start() -> LanguageClient:
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "dg_lsp"], client_factory=make_client,
-                                server_env=child_env())
-    client = await config.start()
-    await client.initialize_session(T.InitializeParams(capabilities=T.ClientCapabilities(),
-                                                       initialization_options=INIT))
-    return client
-
-
-async def until(pred, timeout: float = 60.0, what: str = "") -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := pred()):
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-    return value
+    return await start_server(None, INIT, wait_ready=False, env=child_env())
 
 
 def open_doc(client: LanguageClient, uri: str) -> None:
@@ -80,8 +53,8 @@ def health() -> dict:
 
 
 def request_status(client: LanguageClient, rid: str) -> dict | None:
-    found = [s["request"] for s in client.statuses if s.get("request") and _plain(s["request"])["id"] == rid]
-    return _plain(found[-1]) if found else None
+    found = [s["request"] for s in client.statuses if s.get("request") and s["request"]["id"] == rid]
+    return found[-1] if found else None
 
 
 async def test_two_servers_share_one_service_through_lsp():

@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
-import sys
-from typing import Any
 
 import pytest
 from fake_vllm import FakeVLLM
 from lsprotocol import types as T
-from pytest_lsp import ClientServerConfig, LanguageClient
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp import LanguageClient
 from service_harness import child_env, private_dir, start_service
 
+from dg_lsp.client import as_dict
 from dg_lsp.config import Settings
+from tests.lsp.server_harness import start_server
+from tests.lsp.server_harness import wait_for as until
 
 PREFIX, SUFFIX = "def area(width, height):\n    ", "\n\n\nprint(area(2, 3))\n"
 
@@ -72,45 +72,15 @@ def test_the_service_backend_reports_a_refused_prompt_as_an_error(connect):
 URI, TEXT = "file:///geometry.py", PREFIX + SUFFIX
 
 
-def make_client() -> LanguageClient:
-    client = make_test_lsp_client()
-    client.statuses, client.edits = [], []  # window/showMessage: pytest_lsp keeps them in client.messages
-    client.feature("dg/status")(lambda params: client.statuses.append(_plain(params)))
-
-    @client.feature(T.WORKSPACE_APPLY_EDIT)
-    def apply(params):
-        client.edits.append(params)
-        return T.ApplyWorkspaceEditResult(applied=True)
-
-    return client
-
-
-def _plain(params: Any) -> dict:
-    return params if isinstance(params, dict) else {k: getattr(params, k) for k in params._fields}
-
-
-async def until(pred, timeout: float = 60.0, what: str = "") -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := pred()):
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-    return value
-
-
 def request_status(client: LanguageClient, rid: str) -> dict | None:
-    found = [s for s in client.statuses if s.get("request") and _plain(s["request"])["id"] == rid]
+    found = [s for s in client.statuses if s.get("request") and as_dict(s["request"])["id"] == rid]
     return found[-1] if found else None
 
 
 async def test_a_remote_error_reaches_dg_status_and_the_command_as_an_error(vllm):
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "dg_lsp"], client_factory=make_client,
-                                server_env=child_env())
-    client = await config.start()
+    client = await start_server(None, {"backend": "openai", "endpoint": vllm.url, "debounceMs": 0}, wait_ready=False,
+                                env=child_env())
     try:
-        await client.initialize_session(T.InitializeParams(
-            capabilities=T.ClientCapabilities(),
-            initialization_options={"backend": "openai", "endpoint": vllm.url, "debounceMs": 0}))
         await until(lambda: client.statuses and client.statuses[-1]["state"] == "ready", 120, "ready")
         client.text_document_did_open(T.DidOpenTextDocumentParams(
             text_document=T.TextDocumentItem(uri=URI, language_id="python", version=1, text=TEXT)))
@@ -125,24 +95,24 @@ async def test_a_remote_error_reaches_dg_status_and_the_command_as_an_error(vllm
                 client.protocol.send_request_async(T.TEXT_DOCUMENT_INLINE_COMPLETION, params, rid), 60)
             assert answer is None
             status = await until(lambda rid=rid: request_status(client, rid), 10, "the request's dg/status")
-            request = _plain(status["request"])
+            request = as_dict(status["request"])
             assert request["reason"] == "error" and request["cancelled"] is False and says in request["error"]
             assert says in status["message"] and status["state"] == "ready"
 
         args = [{"textDocument": {"uri": URI, "version": 1}, "position": {"line": 1, "character": 4}}]
         result = await asyncio.wait_for(client.workspace_execute_command_async(
             T.ExecuteCommandParams(command="dg.fillHole", arguments=args)), 60)
-        result = _plain(result)
+        result = as_dict(result)
         assert result["applied"] is False and result["reason"].startswith("error: ")
         assert "maximum context length" in result["reason"]
         shown = lambda: any("maximum context length" in m.message for m in client.messages)  # noqa: E731
         await until(shown, 10, "the message shown")
-        assert client.edits == []
+        assert client.applied_edits == []
 
         vllm.mode = "ok"  # the server answers again: the same command edits
-        result = _plain(await asyncio.wait_for(client.workspace_execute_command_async(
+        result = as_dict(await asyncio.wait_for(client.workspace_execute_command_async(
             T.ExecuteCommandParams(command="dg.fillHole", arguments=args)), 60))
-        assert result["applied"] is True and len(client.edits) == 1
+        assert result["applied"] is True and len(client.applied_edits) == 1
     finally:
         await client.shutdown_session()
         await client.stop()
