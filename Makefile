@@ -24,7 +24,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(BIN)/python -m dg_lsp.demo
+	$(BIN)/python -m dg_lsp.devtools.demo
 
 test: typecheck test-py test-vscode
 

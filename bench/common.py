@@ -12,14 +12,14 @@ from pathlib import Path
 
 
 def pick_model(root: Path, model: Path | None, tokenizer: bool = False) -> tuple[Path, str]:
-    """(checkpoint dir, label): dg_lsp.client.pick_model (an explicit path, else the shipped default model), else a
-    random checkpoint of the default model's shape (bench.engine_speed.BENCH_SHAPE) built under `root`, with the
+    """(checkpoint dir, label): dg_lsp.devtools.client.pick_model (an explicit path, else the shipped default model),
+    else a random checkpoint of the default model's shape (bench.engine_speed.BENCH_SHAPE) built under `root`, with the
     tiny test tokenizer when `tokenizer` (the language server needs one)."""
-    from dg_lsp.client import pick_model as pick
+    from dg_lsp.devtools.client import pick_model as pick
 
     def random_checkpoint() -> tuple[Path, str]:
         from bench.engine_speed import BENCH_SHAPE, build_bench_checkpoint
-        from engine.testing import build_tiny_checkpoint
+        from engine.testing.tiny import build_tiny_checkpoint
 
         if tokenizer:
             path = build_tiny_checkpoint(root / "lsp-bench", BENCH_SHAPE, canvas_length=64)

@@ -48,8 +48,8 @@ from bench.context_es import npm_project
 from dg_lsp.context.index import WorkspaceIndex
 from dg_lsp.context.select import Selector
 from dg_lsp.documents import Document
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.prompt import build_prompt
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.prompt import build_prompt
 from engine.tokens import InfillFormat
 
 ROOT = Path(__file__).resolve().parents[1]

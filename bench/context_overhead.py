@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.common import median, percentile
-from dg_lsp.client import open_doc
+from dg_lsp.devtools.client import open_doc
 from dg_lsp.trace import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ BENCH_SHAPE = dict(
 
 
 def build_bench_checkpoint(root: Path, canvas: int) -> Path:
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(root / "bench", BENCH_SHAPE, canvas_length=canvas, vocab_size=8192,
                                  with_tokenizer=False)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.model is None and args.quick:
-            from engine.testing import build_tiny_checkpoint
+            from engine.testing.tiny import build_tiny_checkpoint
 
             model = build_tiny_checkpoint(Path(tmp) / "tiny", "mixed", canvas_length=args.canvas)
         else:

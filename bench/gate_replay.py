@@ -21,15 +21,15 @@ from pathlib import Path
 
 from dg_lsp.context.index import EXTENSIONS
 from dg_lsp.documents import Document, Snapshot
-from dg_lsp.edits import lsp_inline_item, lsp_text_edit, postprocess
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, error_starts, first_error_line, prepare_check
+from dg_lsp.fill.edits import lsp_inline_item, lsp_text_edit, postprocess
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, error_starts, first_error_line, prepare_check
 
 BUDGETS = {"keystroke": KEYSTROKE_PARSE_BYTES, "command": COMMAND_PARSE_BYTES}
 
 
 def shown(rows: list[dict], threshold: float) -> list[dict]:
-    """The rows whose server-length fill the gate shows (as engine.calibrate.gate_table counts them)."""
+    """The rows whose server-length fill the gate shows (as engine.tools.calibrate.gate_table counts them)."""
     return [r for r in rows if r["server"]["confidence"] is not None and r["server"]["confidence"] >= threshold]
 
 
@@ -89,7 +89,7 @@ def replay(rows: list[dict], texts: dict[str, str], threshold: float, log: bool 
 
 
 def statement_cost(rows: list[dict], texts: dict[str, str], reps: int = 5) -> dict:
-    """The CPU the syntax gate's statement check (dg_lsp.syntax.statement_window) adds on the keystroke path: for
+    """The CPU the syntax gate's statement check (dg_lsp.fill.syntax.statement_window) adds on the keystroke path: for
     every row's hole whose prepared check has one, `postprocess` at the keystroke budget with the check and with it
     removed (the window alone, as before it), alternating, the minimum of `reps` runs each."""
     added, touched = [], 0

@@ -62,7 +62,7 @@ def mixes() -> dict:
     stored, embedding and norms dequantized to bf16 at load, the KV cache of a 4k context and the fill's working
     memory beside them, 1 GB for the CUDA context)."""
     from engine.formats.gguf import hf_name
-    from engine.model import map_name
+    from engine.model.transformer import map_name
     from engine.quant.modules import is_target
 
     cfg = memory.gemma4_26b_a4b()
@@ -119,7 +119,7 @@ def kernel_error() -> float:
 def dequantized_mb(path: Path, compute_bytes: int) -> float:
     """MB of the tensors a weights=auto load dequantizes to the compute dtype (embedding, norms, router...)."""
     from engine.formats.gguf import IGNORED, hf_name, open_gguf
-    from engine.model import map_name
+    from engine.model.transformer import map_name
     from engine.quant.modules import is_target
 
     info = open_gguf(path)
@@ -144,7 +144,7 @@ def logit_errors(root: Path, device: str = "cpu", qtypes: tuple[str, ...] = QTYP
     gate_up) and falls back elsewhere (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0): `types` lists each file's mix."""
     from engine.engine import Engine, default_model_path
     from engine.formats.gguf import open_gguf
-    from engine.model import KVCache
+    from engine.model.transformer import KVCache
 
     src = default_model_path()
 
@@ -232,7 +232,7 @@ def main() -> None:
         le = logit_errors(root / "logit", qtypes=QUICK_QTYPES if args.quick else QTYPES)
         logit = le["logit_rel_err"]
         print(f"logit rel err vs F32 (shipped model, served packed): {logit}; file mixes {le['types']}")
-        from engine.testing import build_tiny_checkpoint
+        from engine.testing.tiny import build_tiny_checkpoint
 
         shape = small if args.quick else big
         src = build_tiny_checkpoint(root / "load_hf", shape, canvas_length=16, seed=1, with_tokenizer=False,

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from engine.config import CheckpointConfig, SamplerDefaults, TextConfig, parse_text_config
-from engine.model import DiffusionGemmaText
+from engine.model.transformer import DiffusionGemmaText
 
 GEMMA4_26B_A4B = dict(
     vocab_size=262_144, hidden_size=2816, intermediate_size=2112, num_hidden_layers=30, num_attention_heads=16,
@@ -117,8 +117,8 @@ def transformers_twin(model: DiffusionGemmaText, raw: dict, canvas_length: int =
     Vision-tower parameters (a tiny config; generate never runs them) are zero-filled."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
-    from engine.model import map_name
-    from engine.testing import TINY_VISION
+    from engine.model.transformer import map_name
+    from engine.testing.tiny import TINY_VISION
 
     p0 = next(model.parameters())
     text = dict(raw, layer_types=list(model.cfg.layer_types))

@@ -30,7 +30,7 @@ import torch
 from bench.common import emit, machine, median
 from engine.config import parse_text_config
 from engine.formats.gguf_quants import QK_K, quantize_k, quantize_q8_0, row_bytes
-from engine.model import DiffusionGemmaText, KVCache
+from engine.model.transformer import DiffusionGemmaText, KVCache
 from engine.quant import memory
 from engine.quant.formats import FORMATS, QuantParts, quantize
 from engine.quant.modules import is_target, swap_in, weight_bytes

@@ -42,7 +42,7 @@ from pygls.lsp.client import LanguageClient
 
 from bench import context_overhead
 from bench.common import checkout_env, emit, median, percentile, pick_model
-from dg_lsp.client import configure, edit_doc, inline_params, open_doc, record, request_stats
+from dg_lsp.devtools.client import configure, edit_doc, inline_params, open_doc, record, request_stats
 from dg_lsp.trace import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def pick_file(path: Path | None = None) -> Path:
 
 
 class Client(LanguageClient):
-    """A pygls client recorded by dg_lsp.client (dg/status and dg/draft as dicts, applyEdit accepted), with the
+    """A pygls client recorded by dg_lsp.devtools.client (dg/status and dg/draft as dicts, applyEdit accepted), with the
     replay's two actions: type into a document, ask for an inline item."""
 
     def __init__(self) -> None:

@@ -37,7 +37,7 @@ from bench.lsp_latency import Client, stop, wait_for
 from bench.lsp_latency import start as start_server
 from bench.next_edit_score import applicable, by_kind, contract_errors, score, summarize
 from bench.next_edit_tasks import LINES_ABOVE, LINES_BELOW, Task, build_tasks
-from dg_lsp.client import as_dict, edit_doc, open_doc
+from dg_lsp.devtools.client import as_dict, edit_doc, open_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 METHOD = "textDocument/copilotInlineEdit"

@@ -10,8 +10,8 @@ from bench.common import median, percentile
 from bench.next_edit_mine import split_lines
 from bench.next_edit_tasks import Task
 from dg_lsp.documents import line_starts, offset_at
+from dg_lsp.fill.syntax import error_starts
 from dg_lsp.languages import parser
-from dg_lsp.syntax import error_starts
 
 ACCEPT = "dg.acceptNextEdit"
 

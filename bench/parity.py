@@ -1,8 +1,8 @@
 """Engine vs transformers' DiffusionGemmaForBlockDiffusion on tiny random checkpoints: logits and generated ids.
 
-Configs: the tiny shapes (engine.testing.TINY_VARIANTS), the configs transformers loads differently
+Configs: the tiny shapes (engine.testing.tiny.TINY_VARIANTS), the configs transformers loads differently
 (ENGINE_FIX_VARIANTS: exact gelu, attention biases, an untied encoder, the text-level tie flag) and the
-published-layout checkpoint (engine.testing_published), whose prompts are chat-rendered holes and whose
+published-layout checkpoint (engine.testing.published), whose prompts are chat-rendered holes and whose
 generation_config.json (two eos ids, its sampler settings) both sides read.
 
 Two parts per config: `--cases` prompts of 8, 21, 34, ... tokens (logits, then 2 canvases of ids), and a sweep over
@@ -42,8 +42,8 @@ def _random_case(eng, g: torch.Generator, n_ctx: int) -> tuple[torch.Tensor, tor
 
 
 def _configs(quick: bool) -> list[tuple[str, object]]:
-    from engine.testing import ENGINE_FIX_VARIANTS, TINY_VARIANTS, build_tiny_checkpoint
-    from engine.testing_published import build_published_checkpoint
+    from engine.testing.published import build_published_checkpoint
+    from engine.testing.tiny import ENGINE_FIX_VARIANTS, TINY_VARIANTS, build_tiny_checkpoint
 
     names = ["mixed"] if quick else [*TINY_VARIANTS, *ENGINE_FIX_VARIANTS]
     configs = [(v, lambda p, v=v, i=i: build_tiny_checkpoint(p, v, canvas_length=16, seed=i))
@@ -57,7 +57,7 @@ def run(cases: int, lengths: range, sweep_steps: int, quick: bool = False) -> di
 
     from engine.engine import Engine
     from engine.seam import HoleInfo
-    from engine.testing import generated_ids, logit_diff
+    from engine.testing.tiny import generated_ids, logit_diff
 
     rows, sweep = [], []
     configs = _configs(quick)

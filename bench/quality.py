@@ -112,7 +112,7 @@ def gate_report(rows: list[dict], threshold: float, plot: Path | None, texts: di
     """The confidence gate over the fills at the server's canvas length: the table per threshold (printed), and
     the figures at `threshold` for the last-line JSON, with the shown fills' replay through the server's
     post-processing (`texts`: each row's file -> its text): the command's figures, and the keystroke's apart."""
-    from engine.calibrate import gate_table
+    from engine.tools.calibrate import gate_table
 
     fills = [{"confidence": r["server"]["confidence"], "exact": r["server"]["exact"], "es": r["server"]["es"]}
              for r in rows]

@@ -1,5 +1,5 @@
 """Infill quality with context from other files on and off: files of multi-file packages the model never saw, the
-prompt built as the server builds it (dg_lsp.prompt.build_prompt, the cross-file snippets from
+prompt built as the server builds it (dg_lsp.fill.prompt.build_prompt, the cross-file snippets from
 dg_lsp.context.select over an index of the file's top-level package).
 
     python -m bench.quality --context [--model DIR] [--holes 100] [--seed 0]
@@ -15,7 +15,7 @@ Modes: "off" (crossFileTokens 0: the current file only, the model's trained budg
 server's default: cross-file snippets take up to half of that budget, the current file the rest); "on_extra" (the
 snippets on top of the full in-file budget: a longer context than the model was trained on, which the server does
 not do; it separates "the model cannot use the snippets" from "the snippets cost in-file context").
-The canvas is the server's choice (dg_lsp.prompt.canvas_length_for); same seed per hole in every mode. Scores as in
+The canvas is the server's choice (dg_lsp.fill.prompt.canvas_length_for); same seed per hole in every mode. Scores as in
 bench.quality: exact match (equal after trailing whitespace), edit similarity; for cross_file also whether the needed
 definition was in the prompt. The shipped model was trained on single files with a 128-token context.
 """
@@ -32,8 +32,8 @@ from dg_lsp.config import Settings
 from dg_lsp.context.index import WorkspaceIndex
 from dg_lsp.context.select import Selector
 from dg_lsp.documents import Document
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.prompt import build_prompt
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.prompt import build_prompt
 from engine.train.corpus import SourceFile, scan, split
 from engine.train.data import DataConfig, HoleDataset
 from engine.train.evaluate import edit_similarity, exact
@@ -97,7 +97,7 @@ class Prompts:
     def __init__(self, engine) -> None:
         self.fmt, self.encode = engine.prompt_format, engine.encode
         self.budget = self.fmt.context_budget(Settings().context_tokens)
-        self.cross = min(Settings().cross_file_budget(), self.budget // 2)  # as dg_lsp.pipeline.run_fill
+        self.cross = min(Settings().cross_file_budget(), self.budget // 2)  # as dg_lsp.fill.pipeline.run_fill
         self.selectors: dict[Path, Selector] = {}
 
     def selector(self, pkg: Path) -> Selector:

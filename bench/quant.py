@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from bench.common import emit, machine  # noqa: E402
 from engine.engine import Engine, default_model_path  # noqa: E402
-from engine.model import KVCache  # noqa: E402
+from engine.model.transformer import KVCache  # noqa: E402
 from engine.quant import memory  # noqa: E402
 from engine.quant.formats import QUANTIZED, dequantize, quantize  # noqa: E402
 from engine.quant.kernel_check import cases, max_rel_err, run_kernel  # noqa: E402
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     t = time.time()
     seeds, prompts = (1, 1) if args.quick else (4, len(PROMPTS))
     with tempfile.TemporaryDirectory() as d:
-        from engine.testing import build_tiny_checkpoint
+        from engine.testing.tiny import build_tiny_checkpoint
 
         tiny = build_tiny_checkpoint(Path(d) / "mixed", "mixed", canvas_length=16, seed=0)
         err = {f"tiny_{f}": logit_err(tiny, f, seeds) for f in QUANTIZED}

@@ -3,8 +3,8 @@ weight passes for a cold 4k context under the CUDA chunk policy, KV bytes per co
 
     python -m bench.step_profile [--steps 8] [--quick]
 
-Each figure is the worse of a tiny random checkpoint (engine.testing, "mixed") and the shipped model. Syncs and ops
-are counted by a TorchDispatchMode (engine.profiling) over whole fills with the stopping rule off, so everything a
+Each figure is the worse of a tiny random checkpoint (engine.testing.tiny, "mixed") and the shipped model. Syncs and ops
+are counted by a TorchDispatchMode (engine.tools.profiling) over whole fills with the stopping rule off, so everything a
 fill does (prefix-cache lookup, encode, steps, drafts) is charged to its steps. `compiled_fullgraph` means
 torch.compile(fullgraph=True) traced the step and ran it (AOT backend: the Inductor C++ build takes minutes here).
 """
@@ -33,7 +33,7 @@ def _quiet_engine(path: Path, **kwargs):
 
 
 def syncs_and_ops(path: Path, steps: int) -> dict:
-    from engine.profiling import count_ops
+    from engine.tools.profiling import count_ops
 
     eng = _quiet_engine(path)
     ctx = torch.randint(3, eng.vocab_size, (100,), generator=torch.Generator().manual_seed(0)).tolist()
@@ -46,10 +46,10 @@ def syncs_and_ops(path: Path, steps: int) -> dict:
 
 
 def fullgraph(path: Path) -> dict:
-    from engine.denoise import CounterNoise, denoise_step
-    from engine.kv_cache import KVCache
-    from engine.runner import Schedule, StepRunner
-    from engine.sampler import vocab_pass_torch
+    from engine.denoising.denoise import CounterNoise, denoise_step
+    from engine.denoising.runner import Schedule, StepRunner
+    from engine.denoising.sampler import vocab_pass_torch
+    from engine.model.kv_cache import KVCache
 
     eng = _quiet_engine(path)
     with torch.inference_mode():
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     from bench.common import emit, machine
     from engine.engine import default_model_path
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         models = {"tiny random (mixed)": build_tiny_checkpoint(Path(tmp) / "tiny", "mixed")}

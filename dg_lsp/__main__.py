@@ -26,7 +26,7 @@ from typing import Any  # noqa: E402
 
 from dg_lsp.memory import use_system_allocator  # noqa: E402
 from dg_lsp.sched import short_slice  # noqa: E402
-from dg_lsp.tcp import parse_host_port, required_token, serve_tcp  # noqa: E402
+from dg_lsp.wire.tcp import parse_host_port, required_token, serve_tcp  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check(model: str | None, weights: str = "auto", prompt_format: str = "auto") -> int:
     """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout."""
-    from engine.check import run_check
+    from engine.tools.check import run_check
 
     out = run_check(model, weights=weights, prompt_format=prompt_format)
     from dg_lsp.context.workspace import check_summary  # context from other files: the index of the cwd
@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the command line (not a caller in this process): memory goes back after closes
         use_system_allocator(sys.argv[1:])  # dg_lsp.memory; re-executes once, or returns
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["calibrate"]:  # the confidence gate's threshold for a checkpoint (engine/calibrate.py)
-        from engine.calibrate import main as calibrate
+    if argv[:1] == ["calibrate"]:  # the confidence gate's threshold for a checkpoint (engine/tools/calibrate.py)
+        from engine.tools.calibrate import main as calibrate
 
         return calibrate(argv[1:])
     if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    from dg_lsp.stdio import serve_stdio
+    from dg_lsp.wire.stdio import serve_stdio
 
     server = build_server(default_model=args.model)
     return leave(server.worker, serve_stdio(server))

@@ -1,5 +1,5 @@
-"""The wiring: a session (`DgServer`, dg_lsp.session) and a dispatcher (dg_lsp.dispatch) with every handler family
-registered (dg_lsp.handlers), both writing through one `Client` (dg_lsp.outgoing).
+"""The wiring: a session (`DgServer`, dg_lsp.session) and a dispatcher (dg_lsp.wire.dispatch) with every handler family
+registered (dg_lsp.handlers), both writing through one `Client` (dg_lsp.wire.outgoing).
 
     keystroke -> didChange (handlers.documents) -> inlineCompletion (handlers.inline) -> snapshot (documents)
     -> hole (holes) -> prompt (prompt) -> engine steps (worker, on the engine thread) -> post-processing (edits,
@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dg_lsp import debug
 from dg_lsp.backends.factory import build_backend
+from dg_lsp.backends.loading import check_fill
 from dg_lsp.config import Settings
-from dg_lsp.dispatch import Clock, Dispatcher
+from dg_lsp.devtools import debug
+from dg_lsp.fill.worker import Check, Worker
 from dg_lsp.handlers import commands, documents, inline, lifecycle, nextedit
-from dg_lsp.loading import check_fill
-from dg_lsp.outgoing import Client
 from dg_lsp.session import DgServer, server_version
-from dg_lsp.stdio import serve_stdio
-from dg_lsp.worker import Check, Worker
+from dg_lsp.wire.dispatch import Clock, Dispatcher
+from dg_lsp.wire.outgoing import Client
+from dg_lsp.wire.stdio import serve_stdio
 from engine.seam import InfillBackend
 
 __all__ = ["DgServer", "Server", "build_server", "server_version"]

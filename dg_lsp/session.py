@@ -3,15 +3,15 @@ caches, the arrival of requests, dg/status, and the background reparse.
 
 Everything here runs on the event loop and nothing blocks it; engine work runs on the worker's thread against an
 immutable `Snapshot`. The handlers are in dg_lsp.handlers (one module per request family), the wiring is
-dg_lsp.server, the fill itself is dg_lsp.pipeline.
+dg_lsp.server, the fill itself is dg_lsp.fill.pipeline.
 
 Requests are read against the document as it was when they ARRIVED. A request's work runs as a task, which starts
 only after the messages already read have been handled: a request followed by a didChange in one read would
 otherwise see the changed document and apply version-1 positions to version 2. So each request has an `arrive`
-part that the dispatcher (dg_lsp.dispatch) runs as the message is read, in order with the didChanges: `receive`
+part that the dispatcher (dg_lsp.wire.dispatch) runs as the message is read, in order with the didChanges: `receive`
 (positions checked, the snapshot, the trace); its task then works on that snapshot, and results are dropped if the
 document has moved on before they are sent. The session talks to the editor through its `Client`
-(dg_lsp.outgoing) and learns when messages arrived from the dispatcher's `Clock`.
+(dg_lsp.wire.outgoing) and learns when messages arrived from the dispatcher's `Clock`.
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
 from dg_lsp.backends.factory import build_backend
-from dg_lsp.cache import FillCaches, Shown
+from dg_lsp.backends.loading import check_fill
 from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
 from dg_lsp.context.workspace import Workspace
-from dg_lsp.dispatch import Clock
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
-from dg_lsp.holes import Hole
-from dg_lsp.loading import check_fill
+from dg_lsp.fill.cache import FillCaches, Shown
+from dg_lsp.fill.holes import Hole
+from dg_lsp.fill.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
+from dg_lsp.fill.worker import Check, Loaded, Worker
 from dg_lsp.memory import TRIM_AFTER_S, release_free_memory
 from dg_lsp.nextedit.state import NextEdits
-from dg_lsp.outgoing import Client
-from dg_lsp.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
 from dg_lsp.trace import Trace
-from dg_lsp.worker import Check, Loaded, Worker
+from dg_lsp.wire.dispatch import Clock
+from dg_lsp.wire.outgoing import Client
 from engine.seam import InfillBackend, RequestKind
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class DgServer:
                  client: Client | None = None, clock: Clock | None = None) -> None:
         self.client = client if client is not None else Client()
         self.clock = clock if clock is not None else Clock()
-        self.encoding: Encoding = "utf-16"  # agreed at `initialize` (dg_lsp.capabilities)
+        self.encoding: Encoding = "utf-16"  # agreed at `initialize` (dg_lsp.wire.capabilities)
         self.settings = Settings()
         self.default_model = default_model  # `--model`: used while the client's modelPath is null
         self.store = DocumentStore()
@@ -175,7 +175,7 @@ class DgServer:
         pending = self._after_answer.pop(msg_id, None)
         if pending is not None:
             body, trace, engine_ms = pending
-            out = self.client.handed_at or now  # see dg_lsp.stdio.TimedWriter
+            out = self.client.handed_at or now  # see dg_lsp.wire.stdio.TimedWriter
             body.update(trace.figures(out, now, engine_ms))
             self.send_status(request=body)
 
@@ -213,10 +213,10 @@ class DgServer:
     async def fill(self, snap: Snapshot, hole: Hole, kind: RequestKind, trace: Trace, request_id: str,
                    progress_token: T.ProgressToken | None = None, force: bool = False,
                    shape: Shape = HOLE_FILL, loaded: Loaded | None = None) -> FillOutcome:
-        """The fill pipeline for `snap` (dg_lsp.pipeline), with this session's settings, backend and caches;
+        """The fill pipeline for `snap` (dg_lsp.fill.pipeline), with this session's settings, backend and caches;
         `shape`: a hole's fill, or a next edit's (dg_lsp.nextedit); `loaded`: the backend the caller already read
         its prompt format from (default: the one loaded now)."""
-        # one backend from prompt to job (dg_lsp.worker.Loaded)
+        # one backend from prompt to job (dg_lsp.fill.worker.Loaded)
         engine = loaded if loaded is not None else self.worker.loaded
         assert engine is not None, "callers check not_ready() first"
         events = FillEvents(draft=functools.partial(self.client.notify, DRAFT),

@@ -4,7 +4,7 @@ answer went out.
 The stages are timed around the logic, as `tracing` spans are in ruff's server and llm-ls: `with trace.span("prompt"):`
 records when the block started and ended, and nothing inside it knows. A stage that raised has no span. Once the
 answer is written, `Trace.figures` turns the spans into what dg/status reports and bench.lsp_latency reads
-(docs/PROTOCOL.md): `respondedMs`, `waitMs`, `writeMs` and `stagesMs`; dg_lsp.pipeline reads the fill's own
+(docs/PROTOCOL.md): `respondedMs`, `waitMs`, `writeMs` and `stagesMs`; dg_lsp.fill.pipeline reads the fill's own
 figures (`canvasMs`, `engineWallMs`, `postMs`, `totalMs`) from the same spans (`Trace.ms`).
 
 Spans (all `time.perf_counter()` values on the event loop unless said otherwise):
@@ -15,7 +15,7 @@ Spans (all `time.perf_counter()` values on the event loop unless said otherwise)
     engine         the loop awaiting the engine job, from the call to the result back on the loop
     engine_thread  the engine thread running the job (the engine thread's own clock)
     post           the answer read back and post-processed (with the syntax gate)
-The answer's hand-off to the OS (`out`, dg_lsp.stdio.TimedWriter) is given to `figures`.
+The answer's hand-off to the OS (`out`, dg_lsp.wire.stdio.TimedWriter) is given to `figures`.
 """
 
 from __future__ import annotations

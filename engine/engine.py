@@ -14,17 +14,17 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from engine import rng
-from engine import sampler as S
 from engine.config import CheckpointConfig
-from engine.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
-from engine.kv_cache import KVCache, kv_bytes
+from engine.denoising import rng
+from engine.denoising import sampler as S
+from engine.denoising.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
+from engine.denoising.runner import Schedule, StepRunner
 from engine.loader import load_checkpoint_config, load_model, load_tokenizer
-from engine.model import DiffusionGemmaText
-from engine.prefix_cache import PrefixCache
+from engine.model.kv_cache import KVCache, kv_bytes
+from engine.model.prefix_cache import PrefixCache
+from engine.model.transformer import DiffusionGemmaText
 from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
-from engine.runner import Schedule, StepRunner
 from engine.seam import (
     CancelFlag,
     CancelToken,
@@ -38,7 +38,8 @@ from engine.seam import (
 from engine.tokens import PromptFormatError, splits_before_newline
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
-# chunk boundary (engine.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token context
+# chunk boundary (engine.model.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token
+# context
 # takes 2 weight passes; on CPU, where a chunk costs real time, at most half the checkpoint's trained context budget.
 ENCODE_CHUNK = {"cuda": 2048, "cpu": 128}
 
@@ -261,7 +262,7 @@ class Engine:
     # -- prefix cache --------------------------------------------------------------------------------------------
     def _encode_context(self, ids: list[int], use_cache: bool = True) -> tuple[KVCache, int]:
         """KV cache for `ids`, re-encoding only what follows the longest reusable prefix of a recent context
-        (engine.prefix_cache: bit-identical to a cold encode). Without `use_cache` the whole context is encoded in
+        (engine.model.prefix_cache: bit-identical to a cold encode). Without `use_cache` the whole context is encoded in
         one pass, as transformers' `generate` does."""
         slack = self.encode_chunk
         if not use_cache:

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from engine.config import CheckpointConfig, TextConfig, load_config
 from engine.formats import gguf
-from engine.model import DiffusionGemmaText, map_name
+from engine.model.transformer import DiffusionGemmaText, map_name
 from engine.quant.checkpoint import tensors as source_tensors
 from engine.quant.plan import WeightPlan
 

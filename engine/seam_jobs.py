@@ -1,4 +1,4 @@
-"""One engine thread, one fill at a time: the scheduling shape the language server's worker (dg_lsp.worker) and the
+"""One engine thread, one fill at a time: the scheduling shape the language server's worker (dg_lsp.fill.worker) and the
 engine service's scheduler (engine.service.scheduler) share.
 
 Each owns one `EngineThread`, which runs the work its owner's line hands out one piece at a time (the server: calls

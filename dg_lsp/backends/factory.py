@@ -18,7 +18,7 @@ def build_backend(settings: Settings) -> InfillBackend:
 
         return OpenAIBackend.connect(settings)
     if backend == "embedded":
-        from dg_lsp.loading import load_engine
+        from dg_lsp.backends.loading import load_engine
 
         return load_engine(settings)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")

@@ -1,2 +1,3 @@
-"""Context from the rest of the workspace (issue 24): an index of definitions and imports (index, symbols, ignore),
-the per-hole choice of what to show from it (select) and how it is laid out in the prompt (layout)."""
+"""Context from the rest of the workspace (issue 24): workspace (the session's index, built and kept current in idle
+slices), index, symbols and ignore (definitions and imports per file; which files are skipped), select (the
+per-hole choice of what to show) and layout (how it is laid out at the head of the prompt)."""

@@ -2,7 +2,7 @@
 on the event loop, in slices while the server is idle) and the per-hole selection wired into the fill pipeline.
 
 The session calls `start` once the client said its folders, `opened`/`changed`/`closed`/`saved` from document
-sync, `files_changed` from workspace/didChangeWatchedFiles, and passes `related` to dg_lsp.pipeline.run_fill.
+sync, `files_changed` from workspace/didChangeWatchedFiles, and passes `related` to dg_lsp.fill.pipeline.run_fill.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class Workspace:
 
     def related(self, snap: Snapshot, offset: int, encode: Callable[[str], list[int]],
                 budget: int) -> tuple[list[Snippet], str]:
-        """dg_lsp.pipeline.Related: context for a hole at `offset` of `snap`, and the file's shown path."""
+        """dg_lsp.fill.pipeline.Related: context for a hole at `offset` of `snap`, and the file's shown path."""
         path = self.path(snap.uri)
         if self.selector is None or path is None:
             return [], ""

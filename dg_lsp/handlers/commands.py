@@ -21,13 +21,13 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot, offset_at
-from dg_lsp.edits import lsp_text_edit, to_lsp_range, word_char
+from dg_lsp.fill.edits import lsp_text_edit, to_lsp_range, word_char
+from dg_lsp.fill.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.fill.pipeline import LOW_CONFIDENCE
 from dg_lsp.handlers.services import CommandSession
-from dg_lsp.holes import hole_at_cursor, hole_for_selection
-from dg_lsp.pipeline import LOW_CONFIDENCE
 from dg_lsp.session import Received
+from dg_lsp.wire.dispatch import Dispatcher
 
 FILL_HOLE = "dg.fillHole"
 REWRITE_SELECTION = "dg.rewriteSelection"

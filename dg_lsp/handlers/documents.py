@@ -1,5 +1,5 @@
 """Document sync: didOpen, didChange, didClose. Runs on the event loop: each handler mutates the document store
-at once, in arrival order (the dispatcher, dg_lsp.dispatch, calls them as each message is read), and leaves the
+at once, in arrival order (the dispatcher, dg_lsp.wire.dispatch, calls them as each message is read), and leaves the
 reparse to the background (`catch_up`). The session services they use are `SyncSession`
 (dg_lsp.handlers.services)."""
 
@@ -9,8 +9,8 @@ import logging
 
 from lsprotocol import types as T
 
-from dg_lsp.dispatch import Dispatcher
 from dg_lsp.handlers.services import SyncSession
+from dg_lsp.wire.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 OPEN_PARSE_S = 0.05  # didOpen parses this long on the loop; a bigger file finishes in the background

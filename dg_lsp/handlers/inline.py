@@ -2,7 +2,7 @@
 document as the request saw it, decide whether to answer, find the hole, run the fill, format the result.
 
 Runs on the event loop; the engine job inside the fill runs on the engine thread. `arrive` runs where the request
-arrives (the dispatcher runs it as the message is read: dg_lsp.dispatch); each handler then works on the snapshot
+arrives (the dispatcher runs it as the message is read: dg_lsp.wire.dispatch); each handler then works on the snapshot
 it took. The session services they use are `InlineSession` (dg_lsp.handlers.services)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 
 from lsprotocol import types as T
 
-from dg_lsp.cache import Shown, typed_ahead
-from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Snapshot
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, to_lsp_range
+from dg_lsp.fill.cache import Shown, typed_ahead
+from dg_lsp.fill.edits import lsp_completion_item, lsp_inline_item, to_lsp_range
+from dg_lsp.fill.holes import hole_at_cursor
 from dg_lsp.handlers.services import InlineSession
-from dg_lsp.holes import hole_at_cursor
 from dg_lsp.session import Received
+from dg_lsp.wire.dispatch import Dispatcher
 
 
 def register(dispatch: Dispatcher, ls: InlineSession) -> None:
@@ -96,7 +96,7 @@ def usable(ls: InlineSession, seen: Received) -> Snapshot | None:
 
 
 def inline_list(item: T.InlineCompletionItem) -> dict[str, Any]:
-    """An InlineCompletionList of `item` as JSON: dg_lsp.outgoing.Client.respond writes a dict as it is, so the
+    """An InlineCompletionList of `item` as JSON: dg_lsp.wire.outgoing.Client.respond writes a dict as it is, so the
     keystroke's answer skips the converter."""
     r = item.range
     out: dict[str, Any] = {"insertText": item.insert_text}

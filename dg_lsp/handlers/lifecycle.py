@@ -1,7 +1,7 @@
 """Lifecycle: initialize (settings, the position encoding, the capabilities), initialized (loads the model, once),
 didChangeConfiguration (may reload), shutdown. Runs on the event loop; the model loads on the engine thread
-(dg_lsp.worker). The dispatcher (dg_lsp.dispatch) gates the order of these messages. The session services these
-use are `LifecycleSession` (dg_lsp.handlers.services)."""
+(dg_lsp.fill.worker). The dispatcher (dg_lsp.wire.dispatch) gates the order of these messages. The session services
+these use are `LifecycleSession` (dg_lsp.handlers.services)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from lsprotocol import types as T
 from dg_lsp.config import Settings, parse_settings
 from dg_lsp.context.index import EXTENSIONS
 from dg_lsp.context.workspace import uri_path
-from dg_lsp.dispatch import Dispatcher
 from dg_lsp.handlers.services import LifecycleSession
 from dg_lsp.session import server_version
+from dg_lsp.wire.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def register(dispatch: Dispatcher, ls: LifecycleSession) -> None:
     def initialize(params: T.InitializeParams) -> T.InitializeResult:
         ls.client.capabilities = params.capabilities
         encoding, capabilities = dispatch.capabilities(params.capabilities, ls.experimental)
-        ls.encoding = encoding  # type: ignore[assignment]  # one of dg_lsp.capabilities.ENCODINGS
+        ls.encoding = encoding  # type: ignore[assignment]  # one of dg_lsp.wire.capabilities.ENCODINGS
         folders = [f.uri for f in params.workspace_folders or ()] or ([params.root_uri] if params.root_uri else [])
         ls.roots = [p for p in map(uri_path, folders) if p is not None]
         apply_settings(ls, params.initialization_options)

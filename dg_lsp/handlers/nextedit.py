@@ -20,15 +20,15 @@ from typing import Any
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
-from dg_lsp.dispatch import Dispatcher
 from dg_lsp.documents import Encoding, Snapshot
-from dg_lsp.edits import to_lsp_range
+from dg_lsp.fill.edits import to_lsp_range
+from dg_lsp.fill.pipeline import Shape
 from dg_lsp.handlers.services import NextEditSession
 from dg_lsp.nextedit.output import TextEdit, finish, judge
 from dg_lsp.nextedit.prompt import build_next_edit_prompt, window_budget, window_hole
 from dg_lsp.nextedit.window import editable_window
-from dg_lsp.pipeline import Shape
 from dg_lsp.session import Received
+from dg_lsp.wire.dispatch import Dispatcher
 
 INLINE_EDIT = "textDocument/copilotInlineEdit"
 DID_SHOW = "textDocument/didShowInlineEdit"

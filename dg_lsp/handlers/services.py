@@ -11,7 +11,7 @@ the session provides it.
 
 The four building blocks:
     Documents   the store, the agreed position encoding, and the questions asked of a snapshot
-    Editor      messages to the editor: the `Client` (dg_lsp.outgoing), dg/status, warnings
+    Editor      messages to the editor: the `Client` (dg_lsp.wire.outgoing), dg/status, warnings
     Fills       the settings, the worker (debounce, the loaded backend, cancels) and the fill pipeline
     (family)    the few per-family members (the typed-ahead cache, the withheld commands, next-edit state)
 
@@ -28,18 +28,18 @@ from typing import Any, Protocol
 
 from lsprotocol import types as T
 
-from dg_lsp.cache import FillCaches, Shown
 from dg_lsp.config import Settings
 from dg_lsp.context.workspace import Workspace
-from dg_lsp.dispatch import Clock
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
-from dg_lsp.holes import Hole
+from dg_lsp.fill.cache import FillCaches, Shown
+from dg_lsp.fill.holes import Hole
+from dg_lsp.fill.pipeline import HOLE_FILL, FillOutcome, FillStats, Shape
+from dg_lsp.fill.worker import Loaded, Worker
 from dg_lsp.nextedit.state import NextEdits
-from dg_lsp.outgoing import Client
-from dg_lsp.pipeline import HOLE_FILL, FillOutcome, FillStats, Shape
 from dg_lsp.session import Received
 from dg_lsp.trace import Trace
-from dg_lsp.worker import Loaded, Worker
+from dg_lsp.wire.dispatch import Clock
+from dg_lsp.wire.outgoing import Client
 from engine.seam import RequestKind
 
 # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence)

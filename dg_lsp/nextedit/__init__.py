@@ -4,5 +4,7 @@
     the cursor) -> prompt (the window as a seeded canvas, the history before it) -> the fill pipeline (engine
     thread) -> output (the answer diffed into minimal edits, filtered) -> the edits, tied to (open, version).
 
-The handler is dg_lsp.handlers.nextedit; the engine work is the same pipeline as a fill (dg_lsp.pipeline).
+The handler is dg_lsp.handlers.nextedit; the engine work is the same pipeline as a fill (dg_lsp.fill.pipeline).
+
+state holds the session's part: each document's history, the proposals shown, and the counts dg/status reports.
 """

@@ -1,6 +1,6 @@
 """Pure: a next edit's answer -> the proposed window text -> minimal edits, or the reason there is no proposal.
 
-1. `finish` (dg_lsp.pipeline.Shape.finish, after the format's `answer`, which cleans a chat reply as for a fill):
+1. `finish` (dg_lsp.fill.pipeline.Shape.finish, after the format's `answer`, which cleans a chat reply as for a fill):
    control characters and a cursor marker echo dropped, line ends as the document's, the window's trailing line
    break kept as it was, extra lines that repeat the code around the window dropped (`drop_echoes`). Never
    shortened otherwise: a fill's syntax gate cuts a fill back to its longest valid prefix, but
@@ -11,7 +11,7 @@
    - "reverts last edit": the proposal undoes the user's last edit (or an accepted suggestion), as a whole, as
      one of its edits or on the line it changed, or turns a line back into what any recent edit changed it from
      (Zed's reversal ratio counts these);
-   - "syntax error": the proposal adds syntax errors to the code around it (the fill's gate, dg_lsp.syntax);
+   - "syntax error": the proposal adds syntax errors to the code around it (the fill's gate, dg_lsp.fill.syntax);
    - "syntax unchecked": the gate cannot judge it (Python's parser cannot read the code around the window, nor the
      file, too long): a fill is shortened by the gate, a proposal replaces the window whole, so none is shown
      unchecked. A language without a grammar has no gate: its proposals are shown.
@@ -24,10 +24,10 @@ import re
 from collections.abc import Sequence
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole
+from dg_lsp.fill.holes import Hole
+from dg_lsp.fill.syntax import SyntaxCheck, prepare_check
 from dg_lsp.nextedit.history import Edit
 from dg_lsp.nextedit.prompt import CURSOR
-from dg_lsp.syntax import SyntaxCheck, prepare_check
 
 UNCHANGED, REVERSAL, SYNTAX, UNCHECKED = "unchanged", "reverts last edit", "syntax error", "syntax unchecked"
 TextEdit = tuple[int, int, str]  # (start, end, new text): document offsets of the text it replaces

@@ -1,11 +1,11 @@
 """The prompt of a next edit: the editable window as the hole, the recent edits beside it, in the budget of a fill.
 
-The window is a "selection" hole (dg_lsp.holes.Hole) whose replaced text is the window's, so the fill pipeline's
-prompt budget (dg_lsp.prompt.build_prompt: prefix and suffix around the window, context from other files first)
+The window is a "selection" hole (dg_lsp.fill.holes.Hole) whose replaced text is the window's, so the fill pipeline's
+prompt budget (dg_lsp.fill.prompt.build_prompt: prefix and suffix around the window, context from other files first)
 and canvas choice (the window's tokens x 1.5 plus a margin) apply unchanged. What differs per prompt format:
 
 - FIM checkpoints (the shipped model): the canvas is SEEDED with the window's own tokens at `nextEditNoise`
-  (dg_lsp.pipeline.seed_ids; engine.seam.seed_canvases), so the model rewrites the window instead of writing it
+  (dg_lsp.fill.pipeline.seed_ids; engine.seam.seed_canvases), so the model rewrites the window instead of writing it
   from nothing; the recent edits go at the head of the prefix (after context from other files, before the code)
   as comments in the language's comment syntax, one unified diff per edit, oldest first:
 
@@ -35,10 +35,10 @@ from dataclasses import replace
 
 from dg_lsp.context.layout import COMMENT, Snippet, chat_related, fim_ids
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, leading_ws
+from dg_lsp.fill.holes import Hole, leading_ws
+from dg_lsp.fill.prompt import SELECTION_MARGIN, Prompt, build_prompt, hole_info
 from dg_lsp.nextedit.history import Edit, render
 from dg_lsp.nextedit.window import Window
-from dg_lsp.prompt import SELECTION_MARGIN, Prompt, build_prompt, hole_info
 from engine.seam import PromptFormat
 
 Encode = Callable[[str], list[int]]
@@ -59,7 +59,7 @@ def window_hole(snap: Snapshot, win: Window) -> Hole:
 
 
 def window_budget(fmt: PromptFormat) -> int:
-    """Tokens the window may have so that its canvas (the window x 1.5 plus a margin, dg_lsp.prompt.target_tokens,
+    """Tokens the window may have so that its canvas (the window x 1.5 plus a margin, dg_lsp.fill.prompt.target_tokens,
     plus the format's answer headroom) fits the largest canvas length: room for the proposal to grow by half."""
     room = max(fmt.canvas_lengths) - SELECTION_MARGIN - fmt.canvas_headroom
     return max(1, int(room / 1.5))
@@ -87,8 +87,8 @@ def chat_history(snap: Snapshot, history: Sequence[Edit], encode: Encode, budget
 def build_next_edit_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, budget: int,
                            related: Sequence[Snippet] = (), current: str = "", *, history: Sequence[Edit] = (),
                            cursor: int | None = None) -> Prompt:
-    """dg_lsp.prompt.build_prompt's signature (dg_lsp.pipeline.Shape.build) with the history and the cursor bound
-    (functools.partial): the prompt of a next edit, see the module docstring."""
+    """dg_lsp.fill.prompt.build_prompt's signature (dg_lsp.fill.pipeline.Shape.build) with the history and the cursor
+    bound (functools.partial): the prompt of a next edit, see the module docstring."""
     share = budget // HISTORY_SHARE
     if fmt.name == "fim":
         text = fim_history(snap, history, encode, share)

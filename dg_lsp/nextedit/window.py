@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import ancestors
+from dg_lsp.fill.holes import ancestors
 
 Encode = Callable[[str], list[int]]
 MAX_LINE_CHARS = 1_000  # a window line longer than this (minified code, data) means no window

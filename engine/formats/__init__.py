@@ -1,2 +1,3 @@
-"""Checkpoint formats beyond plain safetensors: llama.cpp GGUF (gguf.py reader, gguf_quants.py blocks,
-gguf_write.py writer)."""
+"""Checkpoint formats beyond plain safetensors: llama.cpp GGUF (gguf reader, gguf_quants blocks, gguf_tokenizer the
+tokenizer from the file's metadata, gguf_write writer) and hf_files (a loaded checkpoint's config written back as
+the HF files a client reads)."""

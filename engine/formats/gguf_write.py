@@ -56,7 +56,7 @@ def fit_type(qtype: str, k: int) -> str:
 def gguf_shapes(cfg) -> dict[str, tuple[int, ...]]:
     """GGUF name -> torch shape of every tensor of a checkpoint of TextConfig `cfg` (rope_freqs included)."""
     from engine.formats.gguf import expected_names, hf_name
-    from engine.model import map_name
+    from engine.model.transformer import map_name
     from engine.quant.memory import weight_shapes
 
     ours = weight_shapes(cfg)

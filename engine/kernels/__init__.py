@@ -1,4 +1,6 @@
-"""Fused kernels for the engine's hot paths; each has an eager oracle in `reference.py`."""
+"""Fused kernels for the engine's hot paths, each with an eager oracle in `reference`: vocab_pass (the sampler's
+pass over the vocabulary), moe_quant (grouped MoE GEMM over int8/int4/fp8 experts), gguf_moe (the same over
+ggml-packed blocks)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the blocks of each weight tile in registers, so the weights stream from memory at their GGUF size.
 
 out[r] = x[r] @ dequant(W[e]).T for the rows r of expert e, rows sorted by expert with `offsets` (E,) the cumulative
-row ends (engine.moe.grouped_linear's contract; a plain linear is one expert). The programs and their (expert, row
+row ends (engine.model.moe.grouped_linear's contract; a plain linear is one expert). The programs and their (expert, row
 block) table are those of engine.kernels.moe_quant. One K step is 32 values: one Q8_0/Q5_x block, or one 32-value
 sub-block of a 256-value K-quant block, whose scale, min and high bits are read from the block's header bytes (layouts
 in engine.formats.gguf_quants). fp16 fields are decoded with integer ops, as moe_quant decodes fp8. The eager oracle

@@ -1,7 +1,8 @@
 """Triton kernel: grouped MoE GEMM over quantized expert weights (int8, int4, fp8), dequantizing tiles on the fly.
 
 out[r] = x[r] @ dequant(W[e]).T for the rows r of expert e. Rows come sorted by expert with `offsets` (E,) the
-cumulative row ends, as `engine.model.grouped_linear` gets them. One program computes a (BM, BN) output tile of one
+cumulative row ends, as `engine.model.moe.grouped_linear` gets them. One program computes a (BM, BN) output
+tile of one
 expert: its weight tile (BN, BK) is loaded in the stored format (1 byte per int8/fp8 weight, half a byte per int4
 weight, plus its scales) and dequantized in registers, so the weights stream from memory at their quantized size.
 fp8 bytes are decoded with integer ops (sign, 4-bit exponent, 3-bit mantissa), which needs no fp8 support in the

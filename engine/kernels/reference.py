@@ -6,15 +6,15 @@ entropy-bound acceptance sorts by and the stopping rule averages), its argmax (t
 soft-capped `tanh(x / cap) * cap` (the model's `final_logit_softcapping`), then temperature-scaled.
 
 `vocab_pass_reference` draws by Gumbel-max with noise that is a pure function of (row seed, column), from the
-counter-based hash of `engine.rng` that the Triton kernel computes bit for bit. The engine itself samples with
-`engine.sampler.vocab_pass_torch` where there is no Triton (same signature, inverse-CDF draws).
+counter-based hash of `engine.denoising.rng` that the Triton kernel computes bit for bit. The engine itself samples with
+`engine.denoising.sampler.vocab_pass_torch` where there is no Triton (same signature, inverse-CDF draws).
 """
 
 from __future__ import annotations
 
 import torch
 
-from engine.rng import GOLDEN32, M32, mix32, row_seeds
+from engine.denoising.rng import GOLDEN32, M32, mix32, row_seeds
 
 __all__ = ["GOLDEN32", "gumbel_from_bits", "mix32", "noise_bits", "processed_logits", "row_seeds",
            "vocab_pass_reference"]

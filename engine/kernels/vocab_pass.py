@@ -17,7 +17,7 @@ With `probs_out`, a second sweep writes the softmax the self-conditioning produc
 logits if asked): the only full-vocabulary tensor of a step besides the head's output.
 
 Triton is optional: without it this module imports and `vocab_pass` raises; the engine then samples with
-`engine.sampler.vocab_pass_torch`.
+`engine.denoising.sampler.vocab_pass_torch`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 
 import torch
 
-from engine.rng import GOLDEN32, row_seeds
+from engine.denoising.rng import GOLDEN32, row_seeds
 
 try:
     import triton
@@ -170,13 +170,14 @@ def vocab_pass(
     `logits` itself (the logits are then consumed: no second full-vocabulary tensor is built).
 
     Same contract as `reference.vocab_pass_reference`: `inv_temperature` a float or (R,) tensor, `softcap`
-    None when the logits are already capped, `seed` an int or (R,) int64 tensor (see `engine.rng.row_seeds`).
+    None when the logits are already capped, `seed` an int or (R,) int64 tensor (see `engine.denoising.rng.row_seeds`).
     Logits must be finite or -inf; a row with no finite logit has undefined outputs. No host synchronisation.
     Under CUDA-graph capture pass `seed` and `inv_temperature` as device tensors updated in place: Python
     values are baked into the graph, and every replay would reuse the same noise.
     """
     if triton is None:
-        raise RuntimeError("vocab_pass needs Triton (pip install triton); else use engine.sampler.vocab_pass_torch")
+        raise RuntimeError("vocab_pass needs Triton (pip install triton); else use "
+                           "engine.denoising.sampler.vocab_pass_torch")
     assert logits.dim() == 2, f"logits must be (R, V), got shape {tuple(logits.shape)}"
     assert logits.dtype in SUPPORTED_DTYPES, f"logits dtype must be fp32/bf16/fp16, got {logits.dtype}"
     assert logits.stride(1) == 1, "logits rows must be contiguous (stride 1 along V)"

@@ -6,6 +6,9 @@
   (engine.prompts.chat.ChatFormat);
 - `auto`: fim when declared, else chat, else an error naming the files that are missing.
 Special ids are always read from the checkpoint's tokenizer; nothing falls back to guessed ids.
+
+Modules: template (find and render a chat template), chat (the chat PromptFormat), answer (a chat answer
+-> the hole's code).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import TextConfig, parse_text_config
-from engine.model import DiffusionGemmaText
+from engine.model.transformer import DiffusionGemmaText
 from engine.quant.formats import FORMATS, INT4_GROUP, INT4_SYMMETRIC, quantized_nbytes
 from engine.quant.modules import is_target
 

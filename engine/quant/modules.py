@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.moe import grouped_linear
+from engine.model.moe import grouped_linear
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
 
 # Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,

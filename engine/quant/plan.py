@@ -15,7 +15,7 @@ from torch import nn
 
 from engine.config import TextConfig
 from engine.formats import gguf
-from engine.model import map_name
+from engine.model.transformer import map_name
 from engine.quant import memory
 from engine.quant.checkpoint import fp8_dynamic_scheme, quantization_config
 from engine.quant.formats import INT4_GROUP, INT4_SYMMETRIC, QUANTIZED, QuantParts, dequantize, quantize

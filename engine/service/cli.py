@@ -102,7 +102,7 @@ def load_into(state: Any, model: str | None, device: str, dtype: str, prefix_cac
         from engine.engine import Engine, default_model_path
 
         if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-            torch.set_num_threads(1)  # see dg_lsp.worker.load_engine: small matrices, shared cores
+            torch.set_num_threads(1)  # see dg_lsp.fill.worker.load_engine: small matrices, shared cores
         path = Path(model) if model else default_model_path()
         state.model_path = path
         engine = Engine.from_pretrained(path, device=device, dtype=dtype, prefix_cache_size=prefix_cache,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from engine.testing import TINY_VISION
+from engine.testing.tiny import TINY_VISION
 
 
 @dataclass(frozen=True)

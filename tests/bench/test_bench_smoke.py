@@ -13,7 +13,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench import gpu_model, plots, report  # noqa: E402
-from engine.testing import build_tiny_checkpoint  # noqa: E402
+from engine.testing.tiny import build_tiny_checkpoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_KEYS = {"model", "canvas_sweep", "context_sweep", "acceptance", "prefix_cache", "cancel", "vs_transformers"}
@@ -80,7 +80,7 @@ def test_full_size_shape_matches_the_published_counts():
 
 
 def test_random_model_and_its_transformers_twin_agree():
-    from engine.model import KVCache
+    from engine.model.transformer import KVCache
 
     cfg = gpu_model.text_config(gpu_model.TINY)
     model = gpu_model.random_model(cfg, "cpu", torch.float32)

@@ -10,8 +10,8 @@ from dg_lsp.context.index import WorkspaceIndex
 from dg_lsp.context.layout import Snippet, chat_related, fim_ids
 from dg_lsp.context.select import Selector, neighbourhood
 from dg_lsp.documents import Document
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.prompt import build_prompt
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.prompt import build_prompt
 from engine.prompts.chat import user_message
 from engine.seam import HoleInfo
 from engine.tokens import InfillFormat

@@ -474,7 +474,7 @@ def model(tmp_path_factory) -> str | None:
     """The modelPath setting: null (the shipped default model) when it is in the checkout, else a tiny one."""
     if (DEFAULT_MODEL / "config.json").exists():
         return None
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     return str(build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "m"))
 

@@ -6,7 +6,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from engine.testing import TINY_VARIANTS, build_tiny_checkpoint  # noqa: E402
+from engine.testing.tiny import TINY_VARIANTS, build_tiny_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session")

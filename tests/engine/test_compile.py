@@ -7,11 +7,11 @@ import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
-from engine.denoise import PROB_SCALE, CounterNoise, GeneratorNoise, denoise_step
+from engine.denoising.denoise import PROB_SCALE, CounterNoise, GeneratorNoise, denoise_step
+from engine.denoising.runner import Schedule, StepRunner, capacity_for
+from engine.denoising.sampler import vocab_pass_torch
 from engine.engine import Engine
-from engine.kv_cache import KVCache
-from engine.runner import Schedule, StepRunner, capacity_for
-from engine.sampler import vocab_pass_torch
+from engine.model.kv_cache import KVCache
 
 SCHEDULE = Schedule(key=11, steps=4, t_min=0.4, t_max=0.8, bound=0.1, confidence=0.005)
 

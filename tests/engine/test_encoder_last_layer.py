@@ -6,7 +6,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
 from engine.engine import Engine
-from engine.kv_cache import KVCache
+from engine.model.kv_cache import KVCache
 
 
 def test_encoder_skips_the_last_layer_body_and_keeps_every_layers_kv(tiny_mixed):

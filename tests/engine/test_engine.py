@@ -161,8 +161,8 @@ def test_a_large_vocabulary_head_gives_transformers_bits(tmp_path):
     from transformers import DiffusionGemmaForBlockDiffusion
     from transformers.cache_utils import DynamicCache
 
-    from engine.kv_cache import KVCache
-    from engine.testing import build_tiny_checkpoint
+    from engine.model.kv_cache import KVCache
+    from engine.testing.tiny import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp_path / "v3000", "mha_full", vocab_size=3000, with_tokenizer=False)
     eng = Engine.from_pretrained(path, device="cpu", dtype="float32")

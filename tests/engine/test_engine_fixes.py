@@ -8,11 +8,11 @@ import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
-from engine.check import weights_bytes
 from engine.config import ConfigError, load_config
 from engine.engine import Engine
-from engine.model import KVCache
-from engine.testing import ENGINE_FIX_VARIANTS, build_tiny_checkpoint
+from engine.model.transformer import KVCache
+from engine.testing.tiny import ENGINE_FIX_VARIANTS, build_tiny_checkpoint
+from engine.tools.check import weights_bytes
 
 
 @pytest.fixture(scope="module")

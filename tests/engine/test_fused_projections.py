@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from engine.engine import Engine
-from engine.kv_cache import KVCache
-from engine.testing import build_tiny_checkpoint
+from engine.model.kv_cache import KVCache
+from engine.testing.tiny import build_tiny_checkpoint
 
 
 def _unfuse(model) -> None:

@@ -1,7 +1,7 @@
 """No import cycle among the engine's modules: no module imports one that imports it back, directly or through
 others, counting every import statement wherever it runs (module level, `if TYPE_CHECKING:`, inside a function). A
 deferred import still makes the two modules depend on each other; it only moves the failure to the first call.
-engine/train (the default model's training tooling) is included: it imports the engine one way (engine.calibrate
+engine/train (the default model's training tooling) is included: it imports the engine one way (engine.tools.calibrate
 reads its hole sets), and a cycle through it would tie the engine to its tooling."""
 
 from __future__ import annotations

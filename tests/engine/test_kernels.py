@@ -111,7 +111,7 @@ def _jobs() -> dict[str, dict]:
     for name in ("fp32-capped-cold", "bf16-exact-blocks", "fp16-capped"):
         jobs[f"{name}-probs"] = dict(jobs[name], probs_out="in_place")
     jobs["fp32-probs-to-bf16"] = dict(jobs["fp32-tail3"], probs_out=torch.empty(3, 4099, dtype=torch.bfloat16))
-    # the sampler seam's case, run through every backend (engine.sampler.vocab_pass_for)
+    # the sampler seam's case, run through every backend (engine.denoising.sampler.vocab_pass_for)
     jobs["seam"] = dict(logits=make_logits(12, 300, torch.float32, seed=12), inv_temperature=1 / 0.7, softcap=30.0,
                         seed=torch.arange(12, dtype=torch.int64) * 7919, block=128, probs_out="in_place")
     return jobs
@@ -234,7 +234,7 @@ def test_imports_without_triton():
         "try:\n    k.vocab_pass(torch.zeros(2, 8), 1.0, None, 0)\n"
         "except RuntimeError as e:\n    assert 'vocab_pass_torch' in str(e)\n"
         "else:\n    raise SystemExit('no error')\n"
-        "from engine.sampler import vocab_pass_torch\n"
+        "from engine.denoising.sampler import vocab_pass_torch\n"
         "print(vocab_pass_torch(torch.zeros(2, 8), torch.tensor(1.0), 30.0, torch.arange(2))[1].tolist())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -307,7 +307,7 @@ def test_reference_draws_of_neighbouring_rows_are_independent():
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_vocab_pass_backends_follow_the_oracle(kernel_out, backend):
-    from engine.sampler import vocab_pass_for
+    from engine.denoising.sampler import vocab_pass_for
 
     job = JOBS["seam"]
     if backend == "triton":  # the interpreted kernel's result, computed in the child process
@@ -331,7 +331,7 @@ def test_vocab_pass_backends_follow_the_oracle(kernel_out, backend):
 
 
 def test_torch_vocab_pass_samples_the_softmax_and_follows_its_seeds():
-    from engine.sampler import vocab_pass_torch
+    from engine.denoising.sampler import vocab_pass_torch
 
     base = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, 0.8, 1.2, 0.3]])  # V = 10, no tiny cells
     logits = base.expand(4000, -1).contiguous()

@@ -7,7 +7,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
 from engine.engine import Engine
-from engine.kv_cache import KVCache
+from engine.model.kv_cache import KVCache
 
 CHUNK = 8
 

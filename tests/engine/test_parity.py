@@ -6,8 +6,8 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from transformers.cache_utils import DynamicCache
 
 from engine.engine import Engine
-from engine.model import KVCache
-from engine.testing import TINY_VARIANTS
+from engine.model.transformer import KVCache
+from engine.testing.tiny import TINY_VARIANTS
 
 VARIANTS = list(TINY_VARIANTS)
 

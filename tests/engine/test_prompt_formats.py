@@ -11,7 +11,7 @@ from engine.prompts import PromptFormatError, load_prompt_format
 from engine.prompts.answer import clean_answer, drop_prefix_echo, drop_suffix_echo, unfence
 from engine.prompts.chat import MARKER, ChatFormat
 from engine.seam import HoleInfo, PromptFormat
-from engine.testing_published import build_published_checkpoint
+from engine.testing.published import build_published_checkpoint
 from engine.tokens import InfillFormat
 
 HOLE = HoleInfo(kind="line", language="python", filename="app.py", lines=1)
@@ -228,7 +228,7 @@ def test_clean_answer_stops_at_the_first_end_of_turn():
 
 
 def test_tokenizerless_checkpoint_keeps_the_id_api(tmp_path):
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp_path / "ids", with_tokenizer=False)
     eng = Engine.from_pretrained(path, device="cpu")

@@ -16,7 +16,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 
 from engine.engine import Engine
 from engine.seam import HoleInfo
-from engine.testing_published import SPECIAL, build_published_checkpoint
+from engine.testing.published import SPECIAL, build_published_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 
-from engine.denoise import CounterNoise, DenoiseState
+from engine.denoising.denoise import CounterNoise, DenoiseState
+from engine.denoising.sampler import vocab_pass_torch
 from engine.engine import Engine
-from engine.profiling import count_ops
-from engine.sampler import vocab_pass_torch
 from engine.seam import seed_canvases
-from engine.testing import TINY_VARIANTS
+from engine.testing.tiny import TINY_VARIANTS
+from engine.tools.profiling import count_ops
 
 VARIANTS = list(TINY_VARIANTS)
 
@@ -153,7 +153,7 @@ def test_a_seeded_fill_syncs_at_most_once_per_step(tiny_mixed):
 
 
 def test_check_reports_how_much_of_its_own_answer_a_checkpoint_keeps(tiny_mixed):
-    from engine.check import run_check
+    from engine.tools.check import run_check
 
     report = run_check(str(tiny_mixed), device="cpu")
     assert report["ok"] is True, report

@@ -13,7 +13,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 
 from engine.engine import Engine
 from engine.loader import load_model
-from engine.testing import ENGINE_FIX_VARIANTS, TINY_VARIANTS, build_tiny_checkpoint, generated_ids, logit_diff
+from engine.testing.tiny import ENGINE_FIX_VARIANTS, TINY_VARIANTS, build_tiny_checkpoint, generated_ids, logit_diff
 
 VARIANTS = list(TINY_VARIANTS)
 

@@ -1,17 +1,17 @@
-"""Host syncs counted on CPU (engine.profiling): a fill reads the device once per denoising step (the stop
+"""Host syncs counted on CPU (engine.tools.profiling): a fill reads the device once per denoising step (the stop
 decision and the draft), the decoder step and the MoE never; the expert GEMM has no per-expert loop."""
 
 import pytest
 import torch
 
-from engine.denoise import CounterNoise, denoise_step
+from engine.denoising.denoise import CounterNoise, denoise_step
+from engine.denoising.runner import Schedule, StepRunner
+from engine.denoising.sampler import vocab_pass_torch
 from engine.engine import Engine
-from engine.kv_cache import KVCache
-from engine.moe import MoE, grouped_linear
-from engine.profiling import count_ops
-from engine.runner import Schedule, StepRunner
-from engine.sampler import vocab_pass_torch
-from engine.testing import TINY_VARIANTS
+from engine.model.kv_cache import KVCache
+from engine.model.moe import MoE, grouped_linear
+from engine.testing.tiny import TINY_VARIANTS
+from engine.tools.profiling import count_ops
 
 
 @pytest.fixture(scope="module")

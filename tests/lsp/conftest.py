@@ -13,7 +13,7 @@ import pytest_asyncio
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "mixed", "mixed", canvas_length=16)
 

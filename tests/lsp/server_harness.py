@@ -1,5 +1,5 @@
 """Helpers for end-to-end server tests: pytest-lsp clients that start the real `dg-lsp` over stdio, recorded by
-dg_lsp.client (every workspace/applyEdit, dg/status and dg/draft; applyEdit answered with `apply_result`), and
+dg_lsp.devtools.client (every workspace/applyEdit, dg/status and dg/draft; applyEdit answered with `apply_result`), and
 polling. Each test module's `client` fixture starts one server per test, so no test sees another's state."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
-from dg_lsp.client import edit_doc, inline_params, open_doc, record, request_stats
+from dg_lsp.devtools.client import edit_doc, inline_params, open_doc, record, request_stats
 
 __all__ = ["edit_doc", "inline_params", "open_doc", "request_stats", "requests_done", "server_command",
            "server_env", "start_server", "stop_server", "wait_for"]

@@ -1,4 +1,4 @@
-"""dg_lsp.dispatch in process: the lifecycle's gate, arrival order, answers written once, errors without internals,
+"""dg_lsp.wire.dispatch in process: the lifecycle's gate, arrival order, answers written once, errors without internals,
 cancels, our requests' responses, and the initialize answer pygls gave for the same features."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 from lsprotocol import types as T
 
-from dg_lsp.dispatch import KINDS, Route
 from dg_lsp.server import build_server
+from dg_lsp.wire.dispatch import KINDS, Route
 
 CHANGE = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
     "textDocument": {"uri": "file:///a.py", "version": 2},

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dg_lsp.documents import Document, Snapshot
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
-from dg_lsp.holes import Hole, hole_at_cursor, hole_for_selection
-from dg_lsp.syntax import COMMAND_PARSE_BYTES, SyntaxCheck, check_window, error_starts, prepare_check
+from dg_lsp.fill.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.fill.holes import Hole, hole_at_cursor, hole_for_selection
+from dg_lsp.fill.syntax import COMMAND_PARSE_BYTES, SyntaxCheck, check_window, error_starts, prepare_check
 
 
 def count_errors(tree) -> int:
@@ -175,7 +175,7 @@ def test_text_edit_spans_the_hole():
 def test_syntax_check_parses_a_bounded_window_of_a_big_file():
     """An unclosed quote in a fill makes tree-sitter re-parse everything after it; the check parses only the
     enclosing definition (dedented) or a few lines around the hole, so its cost does not grow with the file."""
-    from dg_lsp.syntax import WINDOW_LINES, WINDOW_MAX_LINES
+    from dg_lsp.fill.syntax import WINDOW_LINES, WINDOW_MAX_LINES
 
     methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y\n\n" for i in range(800))
     text = "import os\n\n\nclass Big:\n" + methods + "\ndef tail():\n    return 1\n"

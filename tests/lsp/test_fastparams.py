@@ -1,5 +1,5 @@
-"""dg_lsp.fastparams builds exactly what lsprotocol's cattrs converter (the one dg_lsp.dispatch uses) builds for a
-keystroke's didChange and inlineCompletion params, and leaves every other shape (and every value cattrs or a
+"""dg_lsp.wire.fastparams builds exactly what lsprotocol's cattrs converter (the one dg_lsp.wire.dispatch uses) builds
+for a keystroke's didChange and inlineCompletion params, and leaves every other shape (and every value cattrs or a
 validator refuses) to cattrs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types as T
 from lsprotocol.converters import get_converter
 
-from dg_lsp import fastparams
+from dg_lsp.wire import fastparams
 
 CONVERTER = get_converter()
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from dg_lsp.cache import FillCaches
 from dg_lsp.documents import Document
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.pipeline import FillEvents, Policy, run_fill
+from dg_lsp.fill.cache import FillCaches
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.pipeline import FillEvents, Policy, run_fill
+from dg_lsp.fill.worker import Worker
 from dg_lsp.trace import Trace
-from dg_lsp.worker import Worker
 from engine.seam import InfillBackend
 from tests.seam_fakes import FakeBackend
 

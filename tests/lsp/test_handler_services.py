@@ -22,7 +22,7 @@ def clears_caches(ls: InlineSession) -> None:
 '''
 
 LACKING = '''
-from dg_lsp.dispatch import Dispatcher
+from dg_lsp.wire.dispatch import Dispatcher
 from dg_lsp.handlers import inline
 
 
@@ -35,7 +35,7 @@ def wire(dispatch: Dispatcher, session: OnlyDocuments) -> None:
 '''
 
 REAL = '''
-from dg_lsp.dispatch import Dispatcher
+from dg_lsp.wire.dispatch import Dispatcher
 from dg_lsp.handlers import commands, documents, inline, lifecycle, nextedit
 from dg_lsp.session import DgServer
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dg_lsp.documents import Document, Snapshot
-from dg_lsp.holes import KINDS, Hole, hole_at_cursor, hole_for_selection, indent_unit
+from dg_lsp.fill.holes import KINDS, Hole, hole_at_cursor, hole_for_selection, indent_unit
 
 
 def snap_of(language_id: str, marked: str) -> tuple[Snapshot, int]:

@@ -6,6 +6,7 @@ engine.seam (the backend contract) and engine.seam_jobs (the engine thread and j
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def test_no_module_over_400_lines():
 
 
 # Where a concrete engine is named: backend implementations, the embedded engine's loader, the command line.
-BACKEND_SIDE = ("dg_lsp.backends", "dg_lsp.loading", "dg_lsp.__main__")
+BACKEND_SIDE = ("dg_lsp.backends", "dg_lsp.backends.loading", "dg_lsp.__main__")
 # The engine modules the rest of the server may import (a name imported from one counts as that module).
 SEAM = ("engine.seam", "engine.seam_jobs")
 
@@ -90,3 +91,56 @@ def test_the_seam_modules_import_no_other_engine_module():
         path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
         internal = {m for m in imports(path) if m.startswith("engine.") and ".".join(m.split(".")[:2]) not in SEAM}
         assert not internal, (name, internal)
+
+
+# -- folders that show the architecture (issue 22) ------------------------------------------------------------------
+
+ENGINE = ROOT / "engine"
+# What may sit at the top of each package: the rest lives in a folder named for its part of the architecture.
+TOP = {
+    "dg_lsp": {"__init__", "__main__", "server", "session", "documents", "config", "languages", "trace", "memory",
+               "sched"},
+    "engine": {"__init__", "seam", "seam_jobs", "engine", "config", "tokens", "loader"},
+}
+FOLDERS = {
+    "dg_lsp": {"wire", "handlers", "fill", "backends", "context", "nextedit", "devtools"},
+    "engine": {"model", "denoising", "formats", "quant", "kernels", "prompts", "service", "tools", "testing", "train",
+               "default_model"},
+}
+FILL_ORDER = ["holes", "prompt", "pipeline", "worker", "edits", "syntax"]  # dg_lsp/fill, in the order a fill runs
+
+
+def test_each_package_keeps_to_its_folders():
+    for name, root in (("dg_lsp", PACKAGE), ("engine", ENGINE)):
+        modules = {p.stem for p in root.glob("*.py")}
+        folders = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+        assert modules <= TOP[name], (name, sorted(modules - TOP[name]))
+        assert folders <= FOLDERS[name], (name, sorted(folders - FOLDERS[name]))
+
+
+def test_every_folder_says_what_it_holds():
+    """Each folder's __init__ docstring names each of its modules (a newcomer reads the folder's job there)."""
+    for root in (PACKAGE, ENGINE):
+        for init in root.rglob("__init__.py"):
+            if "train" in init.parts or init.parent in (PACKAGE, ENGINE):
+                continue
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            missing = [p.stem for p in init.parent.glob("*.py") if not p.stem.startswith("__") and p.stem not in doc]
+            assert doc and not missing, (str(init.relative_to(ROOT)), missing)
+
+
+def test_the_fill_folder_lists_its_stages_in_order():
+    doc = ast.get_docstring(ast.parse((PACKAGE / "fill" / "__init__.py").read_text())) or ""
+    start = doc.find("in order:")
+    at = [m.start() if (m := re.compile(rf"\b{stage}\b").search(doc, start)) else -1 for stage in FILL_ORDER]
+    assert start != -1 and -1 not in at and at == sorted(at), dict(zip(FILL_ORDER, at, strict=True))
+    assert {p.stem for p in (PACKAGE / "fill").glob("*.py")} >= set(FILL_ORDER)
+
+
+def test_test_helpers_live_apart_and_product_code_never_imports_them():
+    assert not list(ENGINE.glob("testing*.py"))
+    for root in (PACKAGE, ENGINE):
+        for path in root.rglob("*.py"):
+            if "testing" in path.relative_to(ROOT).parts or "train" in path.parts:
+                continue
+            assert not {m for m in imports(path) if m.startswith("engine.testing")}, path

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dg_lsp.documents import Document
-from dg_lsp.holes import Hole, hole_at_cursor
-from dg_lsp.prompt import CHARS_PER_TOKEN, build_prompt, canvas_length_for, canvases_for
+from dg_lsp.fill.holes import Hole, hole_at_cursor
+from dg_lsp.fill.prompt import CHARS_PER_TOKEN, build_prompt, canvas_length_for, canvases_for
 from engine.tokens import InfillFormat, train_bpe
 
 CORPUS = [

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dg_lsp.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
+from dg_lsp.fill.cache import LRU, MemoEncoder, Shown, fill_key, typed_ahead
 from engine.tokens import splits_before_newline
 
 
@@ -84,7 +84,7 @@ def _tokenizers() -> dict:
     from tokenizers import Tokenizer
 
     from engine.engine import default_model_path
-    from engine.testing import tiny_tokenizer
+    from engine.testing.tiny import tiny_tokenizer
 
     out = {"tiny": tiny_tokenizer()}
     shipped = default_model_path() / "tokenizer.json"

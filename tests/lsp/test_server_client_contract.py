@@ -21,11 +21,11 @@ from pytest_lsp import ClientServerConfig
 from pytest_lsp.client import make_test_lsp_client
 from server_harness import CAPABILITIES, open_doc, server_command, server_env, stop_server, wait_for
 
-from dg_lsp.client import as_dict, record
+from dg_lsp.devtools.client import as_dict, record
 from dg_lsp.documents import Document
-from dg_lsp.edits import lsp_completion_item
+from dg_lsp.fill.edits import lsp_completion_item
+from dg_lsp.fill.holes import hole_at_cursor
 from dg_lsp.handlers.commands import is_word, kind_within
-from dg_lsp.holes import hole_at_cursor
 
 SETTINGS = {"steps": 4, "debounceMs": 0}
 TEXT = "total = sum(val\nalpha beta gamma\n"
@@ -34,7 +34,7 @@ LITERALS = T.CodeActionClientCapabilities(code_action_literal_support=T.ClientCo
 
 
 async def start(model, code_action=None, apply=None):
-    """A recorded client (dg_lsp.client) whose applyEdit answers come from `apply`, with `code_action` caps."""
+    """A recorded client (dg_lsp.devtools.client) whose applyEdit answers come from `apply`, with `code_action` caps."""
     caps = CAPABILITIES
     if code_action is not None:
         caps = T.ClientCapabilities(window=caps.window, workspace=caps.workspace,

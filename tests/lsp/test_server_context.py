@@ -12,7 +12,7 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig
 from server_harness import CAPABILITIES, make_client, server_command, server_env, stop_server, wait_for
 
-from dg_lsp.client import inline_params, open_doc
+from dg_lsp.devtools.client import inline_params, open_doc
 
 MONEY = 'def add_tax(amount, rate):\n    """The amount with tax."""\n    return amount * (1 + rate)\n'
 APP = "from lib.money import add_tax\n\n\ndef total(x):\n    return add_tax(\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dg_lsp.worker import SEED
+from dg_lsp.fill.worker import SEED
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dg_lsp.config import Settings
-from dg_lsp.worker import EngineCalls, Loaded, Worker
+from dg_lsp.fill.worker import EngineCalls, Loaded, Worker
 from engine.seam_jobs import FillInputs
 from tests.seam_fakes import FakeBackend
 

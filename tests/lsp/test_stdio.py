@@ -11,9 +11,9 @@ import tempfile
 import time
 
 from bench.rawlsp import frame
-from dg_lsp.dispatch import Clock
-from dg_lsp.stdio import Arrivals, PipeReader, ThreadReader, TimedWriter, pipe_reader
-from dg_lsp.transport import serve_messages
+from dg_lsp.wire.dispatch import Clock
+from dg_lsp.wire.stdio import Arrivals, PipeReader, ThreadReader, TimedWriter, pipe_reader
+from dg_lsp.wire.transport import serve_messages
 
 
 def test_pipe_is_read_by_the_loop_and_eof_gives_what_there_is():

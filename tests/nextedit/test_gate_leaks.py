@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 
 from dg_lsp.documents import DocumentStore
-from dg_lsp.edits import postprocess
-from dg_lsp.holes import hole_at_cursor
+from dg_lsp.fill.edits import postprocess
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.syntax import FILE_MAX_CHARS, SyntaxCheck, first_error_line, prepare_check
 from dg_lsp.nextedit.output import SYNTAX, UNCHECKED, judge
 from dg_lsp.nextedit.prompt import window_hole
 from dg_lsp.nextedit.window import Window
-from dg_lsp.syntax import FILE_MAX_CHARS, SyntaxCheck, first_error_line, prepare_check
 
 URI = "file:///a.py"
 

@@ -12,7 +12,7 @@ from dg_lsp.documents import DocumentStore
 from dg_lsp.nextedit.history import EditHistory
 from dg_lsp.nextedit.prompt import CURSOR, build_next_edit_prompt, window_budget, window_hole
 from dg_lsp.nextedit.window import editable_window
-from engine.testing_published import build_published_checkpoint
+from engine.testing.published import build_published_checkpoint
 from engine.tokens import InfillFormat
 
 from .conftest import ask

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from quant_checkpoints import write_fp8_checkpoint
 
-from engine.testing import build_tiny_checkpoint
+from engine.testing.tiny import build_tiny_checkpoint
 
 
 @pytest.fixture(scope="session")

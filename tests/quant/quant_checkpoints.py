@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from engine.model import KVCache
+from engine.model.transformer import KVCache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -62,7 +62,7 @@ def big_bf16_checkpoint(dst: Path, shape: dict, shard_bytes: int, seed: int = 0)
     time (no full model is ever built)."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
-    from engine.testing import TINY_VISION
+    from engine.testing.tiny import TINY_VISION
 
     dst.mkdir(parents=True, exist_ok=True)
     config = DiffusionGemmaConfig(text_config=dict(shape, max_position_embeddings=4096),

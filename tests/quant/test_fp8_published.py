@@ -17,7 +17,7 @@ from safetensors import safe_open
 from torch import nn
 
 from engine.engine import Engine
-from engine.model import KVCache, map_name
+from engine.model.transformer import KVCache, map_name
 from engine.quant.modules import QuantLinear, QuantWeight
 
 STEPS = 6
@@ -84,7 +84,7 @@ class W8A8Experts(_LibraryActQuant):
         self.w, self.shape = weight, weight.shape
 
     def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        from engine.moe import grouped_linear
+        from engine.model.moe import grouped_linear
 
         return grouped_linear(self.act(x), self.w, offsets, x.shape[0])
 

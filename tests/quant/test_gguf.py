@@ -16,7 +16,7 @@ from engine.formats import gguf as G
 from engine.formats import gguf_write as W
 from engine.formats.gguf_quants import BLOCKS, dequantize, quantize_k, quantize_q8_0
 from engine.quant.modules import QuantLinear, QuantWeight
-from engine.testing import build_tiny_checkpoint
+from engine.testing.tiny import build_tiny_checkpoint
 
 
 def _random_blocks(qtype: str, rows: int, blocks: int, rng) -> np.ndarray:
@@ -216,7 +216,7 @@ def test_corrupted_file_gets_a_clear_error(tiny, damage):
 
 
 def test_check_names_the_format_and_fills_with_the_tokenizer_beside_the_file(tiny):
-    from engine.check import run_check
+    from engine.tools.check import run_check
 
     src, root = tiny
     (root / "with_tok").mkdir()
@@ -235,7 +235,7 @@ def test_check_names_the_format_and_fills_with_the_tokenizer_beside_the_file(tin
 
 
 def test_check_names_a_tokenizer_kind_not_rebuilt(tiny, monkeypatch):
-    from engine.check import run_check
+    from engine.tools.check import run_check
 
     src, root = tiny
     path = _rewrite(src, root / "llama_bpe.gguf", monkeypatch, keys={"tokenizer.ggml.pre": "llama-bpe"})
@@ -246,7 +246,7 @@ def test_check_names_a_tokenizer_kind_not_rebuilt(tiny, monkeypatch):
 
 
 CORPUS = [
-    *__import__("engine.testing", fromlist=["SAMPLE_CODE"]).SAMPLE_CODE,
+    *__import__("engine.testing.tiny", fromlist=["SAMPLE_CODE"]).SAMPLE_CODE,
     "def größe(x):\n    return x  # Größe, naïve café\n",
     "// 日本語のコメント\nconst 名前 = \"値\";\n",
     "# Комментарий по-русски\nprint('привет, мир')\n",
@@ -260,7 +260,7 @@ def test_tokenizer_rebuilt_from_gguf_metadata_matches_the_hf_tokenizer(tiny):
     from tokenizers import Tokenizer
 
     from engine.formats.gguf_tokenizer import tokenizer_fields
-    from engine.testing_published import gemma_style_tokenizer
+    from engine.testing.published import gemma_style_tokenizer
 
     src, root = tiny
     hf_dir = root / "gemma_tok"

@@ -13,7 +13,7 @@ from pathlib import Path
 from gguf_checkpoints import GGUF_SHAPE
 
 from engine.formats import gguf_write as W
-from engine.testing import build_tiny_checkpoint
+from engine.testing.tiny import build_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTATIONS = int(os.environ.get("DG_FUZZ_GGUF", "150"))

@@ -11,7 +11,7 @@ from engine.config import load_config
 from engine.formats import gguf
 from engine.formats.gguf_write import write_gguf
 from engine.formats.hf_files import config_json, generation_config_json
-from engine.testing import build_tiny_checkpoint
+from engine.testing.tiny import build_tiny_checkpoint
 
 
 @pytest.mark.parametrize("shape", ["mixed", "sliding_heavy", "mha_full"])

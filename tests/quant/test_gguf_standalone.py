@@ -10,12 +10,12 @@ import pytest
 from gguf_checkpoints import GGUF_SHAPE
 from tokenizers import Tokenizer
 
-from engine.check import run_check
 from engine.engine import Engine, default_model_path
 from engine.formats import gguf as G
 from engine.formats import gguf_write as W
-from engine.testing import build_tiny_checkpoint
-from engine.testing_published import CHAT_TEMPLATE, VOCAB_SIZE, gemma_style_tokenizer
+from engine.testing.published import CHAT_TEMPLATE, VOCAB_SIZE, gemma_style_tokenizer
+from engine.testing.tiny import build_tiny_checkpoint
+from engine.tools.check import run_check
 
 CORPUS = [
     "def add(a, b):\n    return a + b\n",

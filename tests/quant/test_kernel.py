@@ -39,9 +39,9 @@ def test_cpu_grouped_path_matches_the_oracle_without_a_host_sync(name):
     """QuantWeight's torch path (no Triton on a CPU): one grouped GEMM over the dequantized stack, empty experts and
     partial int4 groups included, with no host read of the offsets."""
     from engine.kernels.reference import moe_quant_reference
-    from engine.profiling import count_ops
     from engine.quant.kernel_check import _parts
     from engine.quant.modules import QuantWeight
+    from engine.tools.profiling import count_ops
 
     inputs = cases(seed=5)
     p, x, offsets = _parts(inputs, name), inputs[f"{name}.x"], inputs[f"{name}.offsets"]

@@ -10,7 +10,7 @@ from quant_checkpoints import dequantized_twin, logits, rel_err
 
 from engine.engine import Engine
 from engine.quant.modules import QuantLinear, QuantWeight
-from engine.testing import build_tiny_checkpoint
+from engine.testing.tiny import build_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_attention_bias_encoder_shares_the_decoders_quantized_weights(encoder_ck
     assert not torch.equal(enc.self_attn.q_proj.bias, dec.self_attn.q_proj.bias)  # biases stay the encoder's own
     torch.testing.assert_close(logits(q), logits(dequantized_twin(q)), rtol=1e-5, atol=1e-5)
     untied = Engine.from_pretrained(encoder_ckpts["untied"], device="cpu", dtype="float32", weights="int4")
-    from engine.check import weights_bytes
+    from engine.tools.check import weights_bytes
 
     assert weights_bytes(q.model) < weights_bytes(untied.model)  # shared tensors are stored once
 

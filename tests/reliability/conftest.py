@@ -122,7 +122,7 @@ def pos(line: int, character: int) -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory) -> Path:
-    from engine.testing import build_tiny_checkpoint
+    from engine.testing.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "mixed", "mixed", canvas_length=16)
 

@@ -27,13 +27,13 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from dg_lsp.cache import MemoEncoder
 from dg_lsp.documents import Document
-from dg_lsp.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
-from dg_lsp.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.fill.cache import MemoEncoder
+from dg_lsp.fill.edits import lsp_completion_item, lsp_inline_item, lsp_text_edit, postprocess, to_lsp_range
+from dg_lsp.fill.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.fill.prompt import build_prompt
+from dg_lsp.fill.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, prepare_check
 from dg_lsp.languages import LANGUAGE_IDS
-from dg_lsp.prompt import build_prompt
-from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, prepare_check
 from engine.tokens import InfillFormat, splits_before_newline
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -100,7 +100,7 @@ def main() -> None:
     if model is None:
         import tempfile
 
-        from engine.testing import build_tiny_checkpoint
+        from engine.testing.tiny import build_tiny_checkpoint
 
         model = build_tiny_checkpoint(Path(tempfile.mkdtemp()) / "tiny", "mixed", canvas_length=16)
     srv = RawServer(model)

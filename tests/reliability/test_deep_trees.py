@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from dg_lsp.cache import MemoEncoder
 from dg_lsp.documents import Document
-from dg_lsp.holes import ancestors, hole_at_cursor
-from dg_lsp.prompt import build_prompt
-from dg_lsp.syntax import prepare_check
+from dg_lsp.fill.cache import MemoEncoder
+from dg_lsp.fill.holes import ancestors, hole_at_cursor
+from dg_lsp.fill.prompt import build_prompt
+from dg_lsp.fill.syntax import prepare_check
 from engine.tokens import InfillFormat
 
 SOURCES = {

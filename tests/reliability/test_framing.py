@@ -10,8 +10,8 @@ import random
 import pytest
 
 from bench.rawlsp import RawServer, frame, message
-from dg_lsp.framing import BODY_LIMIT, BadFrame, Frame, Framer
-from dg_lsp.jsonrpc import Refused, read_message
+from dg_lsp.wire.framing import BODY_LIMIT, BadFrame, Frame, Framer
+from dg_lsp.wire.jsonrpc import Refused, read_message
 
 URI = "file:///framing.txt"
 

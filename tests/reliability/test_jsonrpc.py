@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bench.rawlsp import ROOT, RawServer, frame, message
-from dg_lsp.jsonrpc import top_level_id
+from dg_lsp.wire.jsonrpc import top_level_id
 
 
 @pytest.fixture(scope="module")

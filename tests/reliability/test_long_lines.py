@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from dg_lsp.cache import MemoEncoder
 from dg_lsp.documents import Document
-from dg_lsp.edits import postprocess
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.prompt import build_prompt
-from dg_lsp.syntax import WINDOW_MAX_CHARS, SyntaxCheck
+from dg_lsp.fill.cache import MemoEncoder
+from dg_lsp.fill.edits import postprocess
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.prompt import build_prompt
+from dg_lsp.fill.syntax import WINDOW_MAX_CHARS, SyntaxCheck
 from engine.tokens import InfillFormat
 
 from .conftest import pos

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.testing_published import build_published_checkpoint
+from engine.testing.published import build_published_checkpoint
 
 from .conftest import pos
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.engine import Engine
-from engine.testing_published import build_published_checkpoint
+from engine.testing.published import build_published_checkpoint
 from tests.service.service_harness import InProcessService
 
 from .conftest import pos

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 
 from dg_lsp.server import build_server
-from dg_lsp.stdio import TimedWriter
+from dg_lsp.wire.stdio import TimedWriter
 
 from .conftest import pos
 

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from dg_lsp.documents import Document, Snapshot
-from dg_lsp.edits import postprocess
-from dg_lsp.holes import hole_at_cursor, hole_for_selection
-from dg_lsp.syntax import (
+from dg_lsp.fill.edits import postprocess
+from dg_lsp.fill.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.fill.syntax import (
     COMMAND_PARSE_BYTES,
     KEYSTROKE_PARSE_BYTES,
     STATEMENT_MAX_CHARS,

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bench.rawlsp import connect_tcp, server_env, sha256
-from dg_lsp.tcp import TOKEN_MIN, parse_host_port, required_token
+from dg_lsp.wire.tcp import TOKEN_MIN, parse_host_port, required_token
 
 TOKEN = "t0k3n-" + "x" * TOKEN_MIN
 INIT = {"processId": None, "rootUri": None, "capabilities": {}}

@@ -102,9 +102,9 @@ def test_dg_lsp_never_calls_the_faulty_node_methods():
 LONG_TOKEN = """
 import sys
 from dg_lsp.documents import Document
-from dg_lsp.edits import postprocess
-from dg_lsp.holes import hole_at_cursor
-from dg_lsp.syntax import prepare_check
+from dg_lsp.fill.edits import postprocess
+from dg_lsp.fill.holes import hole_at_cursor
+from dg_lsp.fill.syntax import prepare_check
 language, line = sys.argv[1], sys.argv[2]
 text = "a = 1\\n" + line + "\\nb = 2\\n"
 doc = Document("file:///t", language, 1, text)

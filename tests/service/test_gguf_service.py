@@ -15,8 +15,8 @@ from service_harness import Service, child_env, private_dir, wait_until
 
 from engine.engine import Engine
 from engine.formats.gguf_write import write_gguf, write_shipped
-from engine.testing import build_tiny_checkpoint
-from engine.testing_published import CHAT_TEMPLATE, VOCAB_SIZE, gemma_style_tokenizer
+from engine.testing.published import CHAT_TEMPLATE, VOCAB_SIZE, gemma_style_tokenizer
+from engine.testing.tiny import build_tiny_checkpoint
 
 PREFIX = "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math."
 

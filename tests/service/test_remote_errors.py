@@ -16,8 +16,8 @@ from lsprotocol import types as T
 from pytest_lsp import LanguageClient
 from service_harness import child_env, private_dir, start_service
 
-from dg_lsp.client import as_dict
 from dg_lsp.config import Settings
+from dg_lsp.devtools.client import as_dict
 from tests.lsp.server_harness import start_server
 from tests.lsp.server_harness import wait_for as until
 

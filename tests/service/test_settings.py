@@ -11,7 +11,7 @@ from dg_lsp.backends.factory import build_backend
 from dg_lsp.backends.openai import openai_endpoint
 from dg_lsp.backends.service import Endpoint
 from dg_lsp.config import Settings, parse_settings
-from dg_lsp.worker import Worker
+from dg_lsp.fill.worker import Worker
 
 
 def test_backend_settings_parse_and_need_a_reload():

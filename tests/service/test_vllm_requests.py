@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from fake_vllm import FakeVLLM
 
-from dg_lsp.cache import FillCaches
 from dg_lsp.config import Settings
 from dg_lsp.documents import Document
-from dg_lsp.holes import hole_at_cursor, hole_for_selection
-from dg_lsp.pipeline import FillEvents, Policy, run_fill
+from dg_lsp.fill.cache import FillCaches
+from dg_lsp.fill.holes import hole_at_cursor, hole_for_selection
+from dg_lsp.fill.pipeline import FillEvents, Policy, run_fill
+from dg_lsp.fill.worker import Worker
 from dg_lsp.trace import Trace
-from dg_lsp.worker import Worker
 from engine.engine import Engine
 
 TEXT = '''import math

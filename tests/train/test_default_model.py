@@ -45,7 +45,7 @@ def test_transformers_and_engine_logits_match():
     assert out.sequences.shape == (1, ctx.shape[1] + 16)
     try:
         from engine.engine import Engine
-        from engine.model import KVCache
+        from engine.model.transformer import KVCache
     except ImportError:
         pytest.skip("engine not available")
     eng = Engine.from_pretrained(DEFAULT, device="cpu", dtype="float32")

@@ -49,7 +49,7 @@ else
   # Tab must accept it), but for a rewrite or a fill it often answers "empty fill", so those scenarios (and the code action)
   # check the editor side against the protocol stub instead.
   TINY="$EXT_DIR/.e2e/tiny-model"
-  [ -f "$TINY/config.json" ] || (cd "$REPO_ROOT" && "$PY" -c "from engine.testing import build_tiny_checkpoint; build_tiny_checkpoint('$TINY')")
+  [ -f "$TINY/config.json" ] || (cd "$REPO_ROOT" && "$PY" -c "from engine.testing.tiny import build_tiny_checkpoint; build_tiny_checkpoint('$TINY')")
   step "e2e (code-server + chromium + dg-lsp, tiny random checkpoint)"
   "$NODE24" test/e2e/run.mjs --server real --model "$TINY" --only ghost,toggle
   step "e2e (code-server + chromium + protocol stub server: rewrite, fill, code action, instruction, next edits, missing command)"

@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dg_lsp.transport import CHUNK, serve_messages
+from dg_lsp.wire.transport import CHUNK, serve_messages
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from dg_lsp.context.layout import Snippet, chat_related, fim_ids
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, ancestors
+from dg_lsp.fill.holes import Hole, ancestors
 from engine.seam import HoleInfo, PromptFormat
 
 Encode = Callable[[str], list[int]]

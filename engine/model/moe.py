@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import TextConfig
-from engine.ops import rms_norm
+from engine.model.ops import rms_norm
 
 
 @runtime_checkable

@@ -1,9 +1,9 @@
-"""The syntax gate's window when it is lines around the hole (dg_lsp.syntax), and Python's parser on a window.
+"""The syntax gate's window when it is lines around the hole (dg_lsp.fill.syntax), and Python's parser on a window.
 
 Python's parser judges a window only if the window parses before the fill, and a window cut out of a file parses
 only if it starts at a statement (not inside a bracket, a string or an `else:`) and is dedented by that statement's
 indent, with no statement below it less indented (`line_window`). Where the window still cannot be judged, the
-gate reads the whole file (dg_lsp.syntax, FILE_MAX_CHARS).
+gate reads the whole file (dg_lsp.fill.syntax, FILE_MAX_CHARS).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import warnings
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, ancestors, leading_ws
+from dg_lsp.fill.holes import Hole, ancestors, leading_ws
 
 # Without a tree: a line that cannot start a statement (a clause of the statement above, a closing bracket)
 _NOT_A_START = re.compile(r"(elif|else|except|finally|case)\b|[)\]}.]")

@@ -2,7 +2,7 @@
 window/logMessage) and its own requests (workspace/applyEdit, window/workDoneProgress/create,
 client/registerCapability), each awaited as a future that the editor's response settles.
 
-`Client` is the one writer of the connection (dg_lsp.dispatch reads, this writes): a message is JSON with LSP's
+`Client` is the one writer of the connection (dg_lsp.wire.dispatch reads, this writes): a message is JSON with LSP's
 headers; a dict is written as it is (attrs leaves inside it, such as a Range in dg/draft, unstructured), an attrs
 value through lsprotocol's converter. A response to one of our requests is structured into its method's result
 type; one that does not fit fails that request ("malformed response") instead of leaving it waiting. A message
@@ -33,7 +33,7 @@ class Client:
 
     def __init__(self, converter: Any = None) -> None:
         self.converter = converter if converter is not None else get_converter()  # lsprotocol's, one per connection
-        self.writer: Any = None  # .write(bytes); dg_lsp.stdio.TimedWriter or an asyncio StreamWriter
+        self.writer: Any = None  # .write(bytes); dg_lsp.wire.stdio.TimedWriter or an asyncio StreamWriter
         self.capabilities = T.ClientCapabilities()  # the editor's, from `initialize`
         self._ids = itertools.count(1)
         self._pending: dict[Any, tuple[asyncio.Future[Any], type | None]] = {}  # our id -> (future, its type)
@@ -44,11 +44,11 @@ class Client:
 
     @property
     def handed_at(self) -> float:
-        """When the writer last handed bytes to the OS (dg_lsp.stdio.TimedWriter), else 0."""
+        """When the writer last handed bytes to the OS (dg_lsp.wire.stdio.TimedWriter), else 0."""
         return getattr(self.writer, "handed_at", 0.0)
 
     def close(self) -> None:
-        """`exit`: the stream is closed; later writes are dropped (dg_lsp.stdio.TimedWriter)."""
+        """`exit`: the stream is closed; later writes are dropped (dg_lsp.wire.stdio.TimedWriter)."""
         if self.writer is not None and hasattr(self.writer, "close"):
             self.writer.close()
 
@@ -109,7 +109,7 @@ class Client:
         return future
 
     def response(self, data: dict[str, Any]) -> None:
-        """The editor answered one of our requests (its envelope checked by dg_lsp.jsonrpc)."""
+        """The editor answered one of our requests (its envelope checked by dg_lsp.wire.jsonrpc)."""
         pending = self._pending.pop(data["id"], None)
         if pending is None:
             log.warning("response to unknown request %r", data["id"])

@@ -8,7 +8,7 @@
 4. repeated suffix: trailing fill lines that repeat the lines below the hole are dropped;
 5. doubled closers: closing brackets/quotes the user already has after the cursor are not typed twice
    (only when the fill itself has more closers than openers, so `foo(bar())` stays intact);
-6. syntax: the syntax gate (dg_lsp.syntax) re-parses a bounded window around the hole with the fill in it (and, for
+6. syntax: the syntax gate (dg_lsp.fill.syntax) re-parses a bounded window around the hole with the fill in it (and, for
    Python, the statement around the hole when the window cuts it); a fill that makes it worse is shortened to the
    longest version that passes, or dropped. The window's own parse does not depend on the fill, so the server runs
    it (`prepare_check`) beside the engine.
@@ -25,8 +25,8 @@ import re
 from lsprotocol import types
 
 from dg_lsp.documents import Encoding, Snapshot
-from dg_lsp.holes import Hole, leading_ws
-from dg_lsp.syntax import KEYSTROKE_PARSE_BYTES, SyntaxCheck, validate
+from dg_lsp.fill.holes import Hole, leading_ws
+from dg_lsp.fill.syntax import KEYSTROKE_PARSE_BYTES, SyntaxCheck, validate
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"

@@ -1,5 +1,5 @@
-"""The message loop shared by stdio and TCP: bytes -> frames (dg_lsp.framing) -> messages (dg_lsp.jsonrpc) ->
-`Dispatcher.receive` (dg_lsp.dispatch), one at a time in the order the client sent them.
+"""The message loop shared by stdio and TCP: bytes -> frames (dg_lsp.wire.framing) -> messages (dg_lsp.wire.jsonrpc) ->
+`Dispatcher.receive` (dg_lsp.wire.dispatch), one at a time in the order the client sent them.
 
 pygls' own loop (`pygls.io_.run_async`) dies on a header line over its reader's limit, waits forever on a huge
 Content-Length, and after any header it does not expect drops every message until a stray blank line comes. This
@@ -14,20 +14,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dg_lsp.framing import BODY_LIMIT, BadFrame, Framer
-from dg_lsp.jsonrpc import PARSE_ERROR, Refused, read_message, valid_id
+from dg_lsp.wire.framing import BODY_LIMIT, BadFrame, Framer
+from dg_lsp.wire.jsonrpc import PARSE_ERROR, Refused, read_message, valid_id
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20  # bytes asked of the stream per read
-UNAUTHORIZED_BODY_LIMIT = 1 << 20  # before a token gate passes (dg_lsp.tcp), a body may not be larger
+UNAUTHORIZED_BODY_LIMIT = 1 << 20  # before a token gate passes (dg_lsp.wire.tcp), a body may not be larger
 Gate = Callable[[dict[str, Any]], "str | None"]  # the first message -> None to let it in, else why not
 
 
 async def serve_messages(read: Callable[[], Awaitable[bytes]], dispatcher: Any, arrivals: Any = None,
                          gate: Gate | None = None) -> int:
-    """Feed `dispatcher` (a dg_lsp.dispatch.Dispatcher) until the stream ends (`read` returns b"") or the client
-    sends `exit`. Returns LSP's exit code: 0 after `shutdown`, else 1. `arrivals` (dg_lsp.stdio.Arrivals) times
+    """Feed `dispatcher` (a dg_lsp.wire.dispatch.Dispatcher) until the stream ends (`read` returns b"") or the client
+    sends `exit`. Returns LSP's exit code: 0 after `shutdown`, else 1. `arrivals` (dg_lsp.wire.stdio.Arrivals) times
     each message's last byte; `gate` must accept the first message, else the connection is answered once and
     closed."""
     framer = Framer(body_limit=UNAUTHORIZED_BODY_LIMIT if gate is not None else BODY_LIMIT)

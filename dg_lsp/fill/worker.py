@@ -10,8 +10,8 @@ step and frees the thread for the next one.
 
 The backend is whatever the factory returns: anything that satisfies `engine.seam.InfillBackend`
 (dg_lsp.backends.factory.build_backend: the embedded engine, the engine service or an OpenAI-compatible server).
-"ready" means it loaded and its check fill ran (dg_lsp.loading.check_fill); a remote backend's state then follows
-its server (`_follow`). A fill holds one `Loaded` handle from prompt to job, so a reload in between cannot make
+"ready" means it loaded and its check fill ran (dg_lsp.backends.loading.check_fill); a remote backend's state then
+follows its server (`_follow`). A fill holds one `Loaded` handle from prompt to job, so a reload in between cannot make
 it build the prompt for one backend and run it on another.
 """
 
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dg_lsp.backends.loading import CHECK_FILL_S, ModelCheckError, check_fill
 from dg_lsp.config import Settings
-from dg_lsp.loading import CHECK_FILL_S, ModelCheckError, check_fill
 from dg_lsp.sched import short_slice
 from engine.seam import CancelFlag, FillResult, InfillBackend, RequestKind, StepDraft
 from engine.seam_jobs import EngineThread, FillInputs, FillJob, Jobs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from engine.kv_cache import KVCache
+from engine.model.kv_cache import KVCache
 
 
 def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:

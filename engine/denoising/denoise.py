@@ -2,7 +2,8 @@
 -> self-conditioning, updating a `DenoiseState` in place. Where its random numbers come from is a parameter, the
 `NoiseSource`; it also draws each canvas's first ids (`DenoiseState.start`):
 
-- `CounterNoise` (the engine's): counter-based draws (`engine.rng`) keyed by the canvas's key and step. No host
+- `CounterNoise` (the engine's): counter-based draws (`engine.denoising.rng`) keyed by the canvas's key and step. No
+  host
   sync, no Python-side state, no `torch.Generator`, shapes fixed by the canvas length and the `DecodeKV` bucket: the
   step runs eagerly, under `torch.compile(fullgraph=True)`, or as a replayed CUDA graph, and gives the same result.
 - `GeneratorNoise` (reference-compatible mode): the draws and arithmetic of transformers' `generate`, from one
@@ -20,10 +21,10 @@ from typing import ClassVar, Protocol
 
 import torch
 
-from engine import rng
-from engine import sampler as S
-from engine.kv_cache import DecodeKV
-from engine.model import DiffusionGemmaText
+from engine.denoising import rng
+from engine.denoising import sampler as S
+from engine.model.kv_cache import DecodeKV
+from engine.model.transformer import DiffusionGemmaText
 
 PROB_SCALE = 1 << 30  # probabilities travel in `DenoiseState.out` (int64) as multiples of 1 / PROB_SCALE
 

@@ -1,5 +1,5 @@
 """The `initialize` answer: the server's capabilities from the methods and commands registered with the dispatcher
-(dg_lsp.dispatch), and the position encoding agreed with the client.
+(dg_lsp.wire.dispatch), and the position encoding agreed with the client.
 
 The same answer pygls' capability builder gave for these features (tests/lsp/test_dispatch.py holds it): document
 sync incremental with open/close and save, each provider's options as registered, the commands, workspace folders

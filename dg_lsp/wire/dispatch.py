@@ -1,6 +1,6 @@
-"""The dispatch: one JSON-RPC message (its envelope checked by dg_lsp.jsonrpc) -> the lifecycle's gate -> its
-params -> its handler; a request's answer written once. Ours alone, on dg_lsp.transport's message loop and
-dg_lsp.outgoing's writer, as ruff's server owns its dispatch (house style 17).
+"""The dispatch: one JSON-RPC message (its envelope checked by dg_lsp.wire.jsonrpc) -> the lifecycle's gate -> its
+params -> its handler; a request's answer written once. Ours alone, on dg_lsp.wire.transport's message loop and
+dg_lsp.wire.outgoing's writer, as ruff's server owns its dispatch (house style 17).
 
 - Lifecycle: before `initialize`, requests are answered -32002 ServerNotInitialized and notifications dropped
   (except `exit`); `initialize` is answered once (again: -32600); after `shutdown`, requests are answered -32600
@@ -10,7 +10,7 @@ dg_lsp.outgoing's writer, as ruff's server owns its dispatch (house style 17).
 - Params: a method LSP defines gets its lsprotocol type (lsprotocol's converter, plus a Position hook that takes
   only integers: cattrs made `"3"`, `1.5` and `true` ints); ours (dg/..., copilotInlineEdit) get plain JSON. A
   request whose params do not fit is answered Invalid Params (-32602), a notification's is reported. A keystroke's
-  didChange and inlineCompletion params are built without cattrs (dg_lsp.fastparams).
+  didChange and inlineCompletion params are built without cattrs (dg_lsp.wire.fastparams).
 - Arrival order: a request's `arrive` (positions checked, snapshot taken, trace started) runs here, as the message
   is read, in order with the didChanges around it; its `run` then runs as a task, which writes the answer itself.
   `$/cancelRequest` answers the request as cancelled (-32800), cancels its task and tells `on_cancel` (the engine
@@ -32,10 +32,10 @@ import attrs
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException
 
-from dg_lsp import fastparams
-from dg_lsp.capabilities import choose_encoding, server_capabilities
-from dg_lsp.jsonrpc import INVALID_REQUEST
-from dg_lsp.outgoing import Client
+from dg_lsp.wire import fastparams
+from dg_lsp.wire.capabilities import choose_encoding, server_capabilities
+from dg_lsp.wire.jsonrpc import INVALID_REQUEST
+from dg_lsp.wire.outgoing import Client
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ class Clock:
     """When the message being handled arrived (perf_counter), shared with the session (dg_lsp.session)."""
 
     received_at: float = 0.0
-    arrived_at: float | None = None  # set by the reader before it hands a message over (dg_lsp.transport)
-    arrivals: Any = None  # the stdio reader's dg_lsp.stdio.Arrivals, else None
+    arrived_at: float | None = None  # set by the reader before it hands a message over (dg_lsp.wire.transport)
+    arrivals: Any = None  # the stdio reader's dg_lsp.wire.stdio.Arrivals, else None
 
     @property
     def input_at(self) -> float:
@@ -68,7 +68,7 @@ class Clock:
 class Route:
     """A method's handler. A notification: `run(params)`. A request: `run(params) -> result` at once, or, with
     `arrive`, `arrive(request_id, params) -> arrived` as the message is read and `await run(arrived, params)` as
-    a task. `options`: its capability (dg_lsp.capabilities). `request`: a request's (a notification with its
+    a task. `options`: its capability (dg_lsp.wire.capabilities). `request`: a request's (a notification with its
     method is dropped)."""
 
     run: Callable[..., Any]

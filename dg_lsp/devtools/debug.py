@@ -29,5 +29,5 @@ def document_state(store: Any, params: Any) -> dict[str, Any]:
 
 
 def register(dispatch: Any, ls: Any) -> None:
-    """Add `dg/documentState` to `dispatch` (a dg_lsp.dispatch.Dispatcher), reading the session `ls`'s store."""
+    """Add `dg/documentState` to `dispatch` (a dg_lsp.wire.dispatch.Dispatcher), reading the session `ls`'s store."""
     dispatch.request(DOCUMENT_STATE, lambda params: document_state(ls.store, params))

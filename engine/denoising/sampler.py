@@ -3,11 +3,11 @@ signature for each backend.
 
 Uniform-noise diffusion: a canvas starts as random vocabulary ids; each step accepts the lowest-entropy positions
 under an entropy bound (arXiv 2505.24857) and renoises the rest. Every rule takes and returns tensors (no host
-sync), so one denoising step can be compiled or captured whole (`engine.denoise`).
+sync), so one denoising step can be compiled or captured whole (`engine.denoising.denoise`).
 
 The vocabulary pass turns a step's logits into entropy, argmax, a sample and the probabilities the next step's
 self-conditioning needs. One signature (`VocabPass`), two backends:
-- `vocab_pass_torch`: eager torch, inverse-CDF draws keyed by counter-based row seeds (`engine.rng`);
+- `vocab_pass_torch`: eager torch, inverse-CDF draws keyed by counter-based row seeds (`engine.denoising.rng`);
 - `vocab_pass_triton`: the fused Triton kernel (`engine.kernels.vocab_pass`), Gumbel-max with hashed noise,
   its eager oracle in `engine.kernels.reference`.
 `reference_*` functions reproduce the arithmetic and the random draws of transformers' `generate` exactly (the
@@ -20,7 +20,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from engine import rng
+from engine.denoising import rng
 
 
 class VocabOut(NamedTuple):

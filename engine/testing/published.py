@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from engine.testing import SAMPLE_CODE, TINY_VISION, random_model
+from engine.testing.tiny import SAMPLE_CODE, TINY_VISION, random_model
 
 # Gemma 4's special tokens as public code spells them (REFERENCE §7); ids follow this order from 0.
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>", "<|channel>", "<channel|>",

@@ -4,7 +4,7 @@ pygls 2 reads stdin through a thread pool: every header line and every body is o
 message costs three or four thread hand-offs before its handler runs (measured here: about half a millisecond per
 message, two messages per keystroke). An asyncio pipe transport lets the loop's selector read instead; a message
 already in the buffer is parsed with no hand-off at all. Falls back to a thread pool when stdin is not a pipe,
-socket or character device (e.g. a regular file). The bytes go through dg_lsp.transport's message loop.
+socket or character device (e.g. a regular file). The bytes go through dg_lsp.wire.transport's message loop.
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
 - a message *arrives* when the loop receives the chunk of bytes that completes it (`Arrivals`), before it is
@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, BinaryIO
 
-from dg_lsp.transport import CHUNK, serve_messages
+from dg_lsp.wire.transport import CHUNK, serve_messages
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class TimedWriter:
 
 
 def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
-    """Serve `server` (dg_lsp.server.Server) on stdin/stdout (dg_lsp.transport's loop, `pipe_reader`,
+    """Serve `server` (dg_lsp.server.Server) on stdin/stdout (dg_lsp.wire.transport's loop, `pipe_reader`,
     `TimedWriter`) until the client exits or the stream ends. Returns LSP's exit code: 0 after `shutdown`, else
     1."""
     server.client.set_writer(TimedWriter(stdout or sys.stdout.buffer))

@@ -1,7 +1,7 @@
 """The fill pipeline: one snapshot and hole -> prompt -> engine steps (or the LRU) -> the checkpoint's answer ->
 post-processing -> a `FillOutcome` with its figures.
 
-`run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.worker) while the loop awaits
+`run_fill` runs on the event loop; the engine job runs on the engine thread (dg_lsp.fill.worker) while the loop awaits
 it and serves other messages. It reports through its arguments only: the outcome it returns, the spans it records on
 the request's `Trace` (dg_lsp.trace: a span per stage, around it), and `FillEvents` (drafts, progress, "busy"); the
 figures (`FillStats`) are read from the spans and the engine's result once the fill is done, and the handler that
@@ -20,16 +20,16 @@ from typing import Any, Literal
 
 from lsprotocol import types as T
 
-from dg_lsp.cache import FillCaches, fill_key
 from dg_lsp.config import Settings
 from dg_lsp.context.layout import Snippet
 from dg_lsp.documents import Encoding, Snapshot
-from dg_lsp.edits import postprocess, to_lsp_range
-from dg_lsp.holes import Hole
-from dg_lsp.prompt import Prompt, build_prompt
-from dg_lsp.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
+from dg_lsp.fill.cache import FillCaches, fill_key
+from dg_lsp.fill.edits import postprocess, to_lsp_range
+from dg_lsp.fill.holes import Hole
+from dg_lsp.fill.prompt import Prompt, build_prompt
+from dg_lsp.fill.syntax import COMMAND_PARSE_BYTES, KEYSTROKE_PARSE_BYTES, SyntaxCheck, prepare_check
+from dg_lsp.fill.worker import SEED, Loaded, Ticket, Worker
 from dg_lsp.trace import Trace
-from dg_lsp.worker import SEED, Loaded, Ticket, Worker
 from engine.seam import FillResult, PromptFormat, RequestKind, StepDraft
 from engine.seam_jobs import FillInputs
 
@@ -135,8 +135,8 @@ class FillOutcome:
 
 @dataclass(frozen=True)
 class Shape:
-    """How a fill's prompt is built and its answer finished: a hole's fill by default (dg_lsp.prompt.build_prompt,
-    dg_lsp.edits.postprocess); a next edit (dg_lsp.nextedit) brings its own window prompt and answer. `seed_noise`
+    """How a fill's prompt is built and its answer finished: a hole's fill by default (dg_lsp.fill.prompt.build_prompt,
+    dg_lsp.fill.edits.postprocess); a next edit (dg_lsp.nextedit) brings its own window prompt and answer. `seed_noise`
     (not None) seeds the canvas from the hole's text at that noise level, whatever the rewrite settings say;
     `drafts` False: no dg/draft for this fill (a next edit's window is not a hole a client shows drafts in)."""
 

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import LayerSpec, TextConfig
-from engine.kv_cache import DecodeKV, KVCache, kept_tokens
-from engine.moe import MoE
-from engine.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
+from engine.model.kv_cache import DecodeKV, KVCache, kept_tokens
+from engine.model.moe import MoE
+from engine.model.ops import apply_rope, inv_freq, rms_norm, rope_cos_sin
 
 # MKL computes a one-row GEMM (a GEMV) with a kernel picked by the weight's address: the same product from a weight
 # 4 bytes further along differs in its last bits (tests/engine/test_short_contexts.py). Rows of the stacked weight

@@ -51,7 +51,7 @@ def check_engine(engine: Engine) -> None:
     of 200,000 tokens would not finish, and damaged weights give NaN logits, which decode to empty fills.)"""
     import torch
 
-    from engine.model import KVCache
+    from engine.model.kv_cache import KVCache
 
     path = engine.path
     if engine.tokenizer is None:

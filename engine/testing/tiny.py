@@ -141,7 +141,7 @@ def logit_diff(eng, ref, ctx: torch.Tensor, canvas: torch.Tensor, sc: torch.Tens
     engine.engine.Engine, `ref` a DiffusionGemmaForBlockDiffusion of the same checkpoint."""
     from transformers.cache_utils import DynamicCache
 
-    from engine.kv_cache import KVCache
+    from engine.model.kv_cache import KVCache
 
     with torch.no_grad():
         ref_cache = DynamicCache(config=ref.config.get_text_config(decoder=True))

@@ -1,13 +1,13 @@
-"""`python -m dg_lsp.demo` (`make demo`): drive the real server as an editor would and show what it does.
+"""`python -m dg_lsp.devtools.demo` (`make demo`): drive the real server as an editor would and show what it does.
 
 Starts `dg-lsp` as a subprocess speaking LSP over stdio, opens a sample Python file, asks for fills at a few
 cursor positions and for a rewrite of a selection (workspace/executeCommand), and prints the canvas forming
 step by step (from dg/draft notifications), the edit the server applied (workspace/applyEdit, applied to the
 demo's own copy of the file and sent back as didChange, as an editor does) and each request's latency.
 
-    python -m dg_lsp.demo [--model DIR]
+    python -m dg_lsp.devtools.demo [--model DIR]
 
-Without --model it uses the shipped default model (dg_lsp.client.pick_model).
+Without --model it uses the shipped default model (dg_lsp.devtools.client.pick_model).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
 from dg_lsp.backends.checkpoint import default_model_dir
-from dg_lsp.client import open_doc, pick_model, record
+from dg_lsp.devtools.client import open_doc, pick_model, record
 from dg_lsp.documents import line_starts, offset_at
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def one_line(text: str, width: int) -> str:
 
 class Editor(LanguageClient):
     """A tiny editor: one open document it keeps in sync, applying the server's edits to its own text (a client
-    recorded by dg_lsp.client.record: statuses, drafts and edits)."""
+    recorded by dg_lsp.devtools.client.record: statuses, drafts and edits)."""
 
     def __init__(self, width: int) -> None:
         super().__init__("dg-lsp-demo", "1")

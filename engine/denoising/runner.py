@@ -1,7 +1,7 @@
 """How denoising steps run: eagerly, compiled by `torch.compile`, or replayed from CUDA graphs, one per bucket.
 
-A canvas run steps with a noise source (`engine.denoise.NoiseSource`): the runner's `CounterNoise`, or another one
-given to `start` (reference mode's `GeneratorNoise`). A source that is not `traceable` always runs eagerly.
+A canvas run steps with a noise source (`engine.denoising.denoise.NoiseSource`): the runner's `CounterNoise`, or
+another one given to `start` (reference mode's `GeneratorNoise`). A source that is not `traceable` always runs eagerly.
 
 A bucket is (canvas length, context capacity, stability threshold, acceptance rule, noise source): every shape a
 step sees, and the source a captured graph bakes in. An eager step uses the context's exact size; a compiled or
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.denoise import CounterNoise, DenoiseState, NoiseSource, denoise_step
-from engine.kv_cache import DecodeKV, KVCache
-from engine.model import DiffusionGemmaText
-from engine.sampler import VocabPass
+from engine.denoising.denoise import CounterNoise, DenoiseState, NoiseSource, denoise_step
+from engine.denoising.sampler import VocabPass
+from engine.model.kv_cache import DecodeKV, KVCache
+from engine.model.transformer import DiffusionGemmaText
 from engine.seam import CancelFlag
 
 # What the step loop yields after each step: (argmax canvas ids, tokens accepted, stopped, the argmax canvas on the

@@ -10,8 +10,8 @@ A bounded window of the document around the hole (see `check_window`) is parsed 
 For Python, a window that is not one whole node (lines around the hole, or clipped) is backed by the innermost
 statement around the hole, read whole by Python's parser when at most STATEMENT_MAX_CHARS long (`statement_window`);
 for a next edit, when neither parses before it, by the whole file up to FILE_MAX_CHARS (else `unchecked`). Lines
-around the hole start at a statement, dedented (dg_lsp.syntax_window); no tree (a first parse stopped at its budget)
-means lines around the hole, never no check.
+around the hole start at a statement, dedented (dg_lsp.fill.syntax_window); no tree (a first parse stopped at its
+budget) means lines around the hole, never no check.
 A rejected fill is shortened, by lines and then at token boundaries, to the longest version that passes, or dropped.
 
 The work is bounded and deterministic: the window holds at most WINDOW_MAX_CHARS characters whatever the line or
@@ -28,9 +28,9 @@ import re
 import tree_sitter
 
 from dg_lsp.documents import Snapshot
-from dg_lsp.holes import Hole, ancestors, leading_ws
+from dg_lsp.fill.holes import Hole, ancestors, leading_ws
+from dg_lsp.fill.syntax_window import _dedent, _lines, first_error_line, line_window
 from dg_lsp.languages import language, parse_until, parser
-from dg_lsp.syntax_window import _dedent, _lines, first_error_line, line_window
 
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _OPENERS = "".join(_CLOSERS.values())
@@ -47,7 +47,8 @@ KEYSTROKE_PARSE_BYTES = 12_000
 COMMAND_PARSE_BYTES = 400_000
 MIN_TRIES = 2
 # Read whole by Python's parser beside a window that is not one whole node (`statement_window`): the held-out standard
-# library's largest literal, locale.locale_alias, fits; its CPU cost is gate.statement_check in `python -m bench.quality`.
+# library's largest literal, locale.locale_alias, fits; its CPU cost is gate.statement_check in `python -m
+# bench.quality`.
 STATEMENT_MAX_CHARS = 40_000
 # Read whole by Python's parser for a next edit when neither the window nor the statement around the hole parses
 # before it (a window cut inside a string, a bracket): once per proposal, and rare once windows start at a statement.
@@ -122,7 +123,7 @@ def _window(snap: Snapshot, hole: Hole) -> tuple[int, int, str, bool]:
                     start, end, fallback = s_off, snap.line_end(e_off), False
                     indent = leading_ws(text[start:min(snap.line_end(start), start + WINDOW_MAX_CHARS)])
                     break
-    if fallback:  # for Python, moved to start at a statement, dedented (dg_lsp.syntax_window)
+    if fallback:  # for Python, moved to start at a statement, dedented (dg_lsp.fill.syntax_window)
         start, end, indent = line_window(snap, hole, WINDOW_LINES)
     end = min(max(end, hole.end), len(text))
     clipped = _clip(snap, hole, start, end, indent)

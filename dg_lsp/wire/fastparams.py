@@ -1,6 +1,6 @@
 """The params of a keystroke's two messages (didChange, inlineCompletion) built by hand, in the shape editors send.
 
-The dispatcher (dg_lsp.dispatch) structures params with lsprotocol's cattrs converter: generated code per class,
+The dispatcher (dg_lsp.wire.dispatch) structures params with lsprotocol's cattrs converter: generated code per class,
 a union disambiguator for content changes and a hook per field. For a one-character didChange that took ~0.15 ms
 when its code was not in the CPU's caches, as on every keystroke, and ~0.07 ms for an inlineCompletion; building
 the same lsprotocol objects here takes a tenth of that. Only exact JSON types are taken (an int that is not a

@@ -1,0 +1,3 @@
+"""Denoising a canvas: denoise (the one step and its noise sources: counter-based for the fast path,
+generate's draws for reference mode), runner (the one loop of steps: eager, compiled or CUDA graphs),
+sampler (temperature, sampling, acceptance, the vocabulary pass), rng (counter-based random numbers)."""
