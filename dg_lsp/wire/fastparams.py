@@ -1,12 +1,12 @@
 """The params of a keystroke's two messages (didChange, inlineCompletion) built by hand, in the shape editors send.
 
-The dispatcher (dg_lsp.wire.dispatch) structures params with lsprotocol's cattrs converter: generated code per class,
-a union disambiguator for content changes and a hook per field. For a one-character didChange that took ~0.15 ms
-when its code was not in the CPU's caches, as on every keystroke, and ~0.07 ms for an inlineCompletion; building
-the same lsprotocol objects here takes a tenth of that. Only exact JSON types are taken (an int that is not a
-bool, a str); a field these functions do not handle (`rangeLength`, `workDoneToken`, `selectedCompletionInfo`),
-or a value any constructor's validator refuses (a negative line), gives None, and the message goes through cattrs
-as before, which builds it or answers Invalid Params. Keys no type declares are ignored, as cattrs ignores them.
+The dispatcher (dg_lsp.wire.dispatch) structures params with lsprotocol's cattrs converter: generated code per
+class, a union disambiguator for content changes and a hook per field: slow when its code is not in the CPU's
+caches, as on every keystroke; building the same lsprotocol objects here is an order of magnitude cheaper. Only
+exact JSON types are taken (an int that is not a bool, a str); a field these functions do not handle (`rangeLength`,
+`workDoneToken`, `selectedCompletionInfo`), or a value any constructor's validator refuses (a negative line), gives
+None, and the message goes through cattrs as before, which builds it or answers Invalid Params. Keys no type
+declares are ignored, as cattrs ignores them.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """LSP over stdio: the event loop reads stdin itself and notes when each message arrived.
 
 pygls 2 reads stdin through a thread pool: every header line and every body is one `run_in_executor` call, so each
-message costs three or four thread hand-offs before its handler runs (measured here: about half a millisecond per
-message, two messages per keystroke). An asyncio pipe transport lets the loop's selector read instead; a message
-already in the buffer is parsed with no hand-off at all. Falls back to a thread pool when stdin is not a pipe,
-socket or character device (e.g. a regular file). The bytes go through dg_lsp.wire.transport's message loop.
+message costs three or four thread hand-offs before its handler runs (two messages per keystroke). An asyncio pipe
+transport lets the loop's selector read instead; a message already in the buffer is parsed with no hand-off at all.
+Falls back to a thread pool when stdin is not a pipe, socket or character device (e.g. a regular file). The bytes go
+through dg_lsp.wire.transport's message loop.
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
 - a message *arrives* when the loop receives the chunk of bytes that completes it (`Arrivals`), before it is
   parsed; with the thread-pool reader, when it is handled (`Dispatcher.receive`);
 - an answer is *out* when `TimedWriter` has handed it to the OS: the start of the write plus the CPU time the write
   itself took. Writing to a pipe wakes the client, and the kernel often runs the client at once on this process's
-  CPU; the wall time of the write then holds the client's own work (0.6 ms p50 in `bench.lsp_latency` on a 2-core
-  machine, against 0.035 ms with the two processes on different CPUs).
+  CPU; the wall time of the write then holds the client's own work (`bench.lsp_latency` shows the difference on a
+  machine with few cores).
 """
 
 from __future__ import annotations
