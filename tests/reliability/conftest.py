@@ -66,6 +66,10 @@ class RawServer:
         self._cursor = i + 1
         return self.seen[i]
 
+    def first(self, pred: Callable[[dict], bool], timeout: float = WAIT_S) -> dict:
+        """The first message since the start matching `pred`, waiting for it (the `until` cursor stays)."""
+        return self.seen[self._find(pred, 0, timeout)]
+
     def response(self, msg_id: int, timeout: float = WAIT_S) -> dict:
         """The answer to request `msg_id`, whenever it came."""
         return self.seen[self._find(lambda m: m.get("id") == msg_id and "method" not in m, 0, timeout)]
