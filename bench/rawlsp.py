@@ -72,6 +72,7 @@ class RawClient:
         self.answered_at: dict[Any, float] = {}  # our request id -> time.monotonic() when its first answer came
         self.applied: list[tuple[float, dict]] = []  # (when, params) of each workspace/applyEdit
         self.broken = False  # a write failed: the peer no longer reads
+        self.answer_requests = True  # False: the server's requests (applyEdit, ...) are recorded, never answered
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         # Writes go through one thread, so that the reader thread (which answers the server's requests) never
@@ -127,7 +128,8 @@ class RawClient:
             if msg["method"] == "workspace/applyEdit":
                 self.applied.append((time.monotonic(), msg["params"]))
                 result = {"applied": True}
-            self.send(message(id=msg["id"], result=result))
+            if self.answer_requests:
+                self.send(message(id=msg["id"], result=result))
         with self._cond:
             self.messages.append(msg)
             if "method" not in msg and "id" in msg:

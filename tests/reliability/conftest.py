@@ -66,6 +66,10 @@ class RawServer:
         self._cursor = i + 1
         return self.seen[i]
 
+    def stop_answering(self) -> None:
+        """From now on the server's requests (workspace/applyEdit, ...) get no answer: they stay pending."""
+        self._raw.answer_requests = False
+
     def first(self, pred: Callable[[dict], bool], timeout: float = WAIT_S) -> dict:
         """The first message since the start matching `pred`, waiting for it (the `until` cursor stays)."""
         return self.seen[self._find(pred, 0, timeout)]

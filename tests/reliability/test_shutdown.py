@@ -21,7 +21,7 @@ TEXT = "import os\n\ndef add(a, b):\n    return \n\nprint(add(1, 2))\n"
 
 def test_shutdown_while_a_fill_waits_for_its_apply_edit_answers_and_exit_ends_with_code_0(start_server):
     srv = start_server({"steps": 4, "debounceMs": 0, "minConfidence": 0})
-    srv._answer = lambda msg: None  # never answer the server's requests: the command waits on its applyEdit
+    srv.stop_answering()  # never answer the server's requests: the command waits on its applyEdit
     uri = "file:///pending.txt"
     srv.open(uri, TEXT)  # plain text: no syntax gate to drop the tiny model's random fill
     msg_id, request = srv.request("workspace/executeCommand", {"command": "dg.fillHole", "arguments": [
