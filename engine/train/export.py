@@ -21,6 +21,12 @@ DEFAULT_GENERATION = {
     "stability_threshold": 2,
     "confidence_threshold": 0.05,
 }
+# tokenizer_config.json: transformers' AutoTokenizer (and vLLM, which uses it) reads the folder with the fast tokenizer
+# class over tokenizer.json as written. Without it they pick the config's model type's class (Gemma), which fails on
+# the missing `<unk>` or decodes byte-level spaces and newlines as `Ġ`/`Ċ`. The special tokens are tokenizer.json's.
+TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
+                    "pad_token": "<pad>", "unk_token": None, "add_bos_token": False, "add_eos_token": False,
+                    "clean_up_tokenization_spaces": False, "model_max_length": 4096, "padding_side": "left"}
 # Canvas length the server should pick per hole kind when it does not know the hole's size.
 CANVAS_BY_KIND = {"rest_of_line": 16, "statement": 32, "block_body": 64, "bracket": 16, "random_span": 16}
 
@@ -62,6 +68,7 @@ def export(
     model.generation_config = generation_config(dict(DEFAULT_GENERATION, **(generation or {})), ids)
     model.save_pretrained(out)
     shutil.copy(Path(cfg.tokenizer_dir) / "tokenizer.json", out / "tokenizer.json")
+    (out / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
     infill = {
         "layout": "suffix_first",
         "canvas_lengths": list(cfg.data.canvas_lengths),
