@@ -10,15 +10,12 @@ export TRANSFORMERS_OFFLINE := 1
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	@# No NVIDIA GPU: take the CPU wheel of torch first (a plain `torch` would pull a multi-GB CUDA build).
-	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-		echo "NVIDIA GPU found: installing the default (CUDA) torch"; \
-	else \
-		echo "no NVIDIA GPU: installing the CPU torch wheel"; $(BIN)/pip install -q torch==2.13.0; \
-	fi
+	@# torch first, chosen as the user install chooses it (scripts/install.py): the CPU build without an NVIDIA GPU
+	@# (PyPI's Linux torch is a CUDA build with ~3 GB of NVIDIA packages), the CUDA build with one.
+	$(BIN)/python scripts/install.py --venv $(VENV) --torch-only
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[dev,bench,cuda]'
 	touch $@
 
 setup: $(VENV)/.installed

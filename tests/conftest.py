@@ -19,8 +19,9 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # all). Order only: each test still sets up all it needs.
 # (Grouping a module's tests that share a module-scoped server on one worker, `--dist loadgroup`, would set each up
 # once instead of once per worker, but pytest-xdist 3.8 cannot rename nodes under pytest 9.2: no group is formed.)
-LONGEST = ("tests/reliability/test_fuzz_fill.py", "tests/bench/", "tests/reliability/test_memory_rounds.py",
-           "tests/quant/test_gguf_kernel.py", "tests/service/test_lsp_shared.py", "tests/editors/")
+LONGEST = ("tests/install/test_user_install.py", "tests/reliability/test_fuzz_fill.py", "tests/bench/",
+           "tests/reliability/test_memory_rounds.py", "tests/quant/test_gguf_kernel.py",
+           "tests/service/test_lsp_shared.py", "tests/editors/")
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle: each part keeps its shuffled order
