@@ -7,10 +7,11 @@ is created mode 0600 in a directory only this user may enter (else the service r
 it keeps a second service off the same socket.
 
 Start-up, in order: the command line; the socket (a busy port or a held socket is refused here); the checkpoint
-(its folder, config and weight files' headers, not the weights) and the device; then "listening on ..." is printed and the
-model loads in the background, so `GET /health` answers ("loading") while a large checkpoint loads. Each refusal is
-one line and a non-zero exit (engine.tools.command's codes: 2 refused, 3 already serving); a model that fails to
-load after that is said on /health for LOAD_FAIL_GRACE_S, in one line on stderr, and the service exits 1.
+(its folder, config and weight files' headers, not the weights: engine.tools.command.checked_model) and the device;
+then "listening on ..." is printed and the model loads in the background, so `GET /health` answers ("loading")
+while a large checkpoint loads. Each refusal is one line and a non-zero exit (engine.tools.command's codes: 2
+refused, 3 already serving); a model that fails to load after that is said on /health for LOAD_FAIL_GRACE_S, in one
+line on stderr, and the service exits 1.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from engine.tools.command import (
     EXIT_USAGE,  # noqa: F401 -- callers read the codes here too
     Parser,
     Refused,
+    checked_model,
     log_path,
     run,
     setup_logging,
@@ -129,33 +131,6 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     return sock
 
 
-def check_model(model: str | None, device: str) -> Path:
-    """What can be known before listening without loading the weights: the checkpoint folder (or .gguf file) is
-    one, its config reads, its weight files are there, and the device exists. Raises Refused (exit 2)."""
-    from engine.engine import default_model_path, resolve_device
-    from engine.loader import checkpoint_files, load_checkpoint_config
-
-    path = Path(model).expanduser() if model else default_model_path()
-    if not path.is_dir() and not (path.is_file() and path.suffix == ".gguf"):
-        raise Refused(f"--model {path}: no such checkpoint (a folder holding config.json and model.safetensors, or "
-                      "a .gguf file)")
-    try:
-        load_checkpoint_config(path)
-        if path.is_dir():
-            from safetensors import safe_open
-
-            for file in checkpoint_files(path):
-                with safe_open(str(file), framework="pt"):  # the header only: a damaged file is refused here
-                    pass
-    except Exception as exc:  # noqa: BLE001 -- whatever the reader says is the reason, in one line
-        raise Refused(f"--model {path} is not a checkpoint this engine reads: {type(exc).__name__}: {exc}") from exc
-    try:
-        resolve_device(device)
-    except (ValueError, RuntimeError) as exc:
-        raise Refused(f"--device {device}: {exc} (use --device cpu, or auto)") from exc
-    return path
-
-
 def load_into(state: Any, path: Path, device: str, dtype: str, prefix_cache: int, prompt_format: str,
               on_fail: Callable[[BaseException], None]) -> None:
     """The loading thread: load the checkpoint and attach it, or record why it failed and call `on_fail` (from
@@ -202,7 +177,7 @@ def serve(args: argparse.Namespace, log_file: Path) -> int:
     except ValueError as exc:
         raise Refused(str(exc)) from None
     with _listening(args) as sock:
-        path = check_model(args.model, args.device)
+        path = checked_model(args.model, args.device)
         import uvicorn
 
         state = ServiceState(limits=limits, api_key=key, served_name=args.served_model_name)

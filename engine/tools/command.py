@@ -5,6 +5,7 @@
   line the user reads. `run` prints it as `prog: message` and exits with its code.
 - `run(prog, body)`: calls `body()`; an unexpected exception is one line naming the log file, where its traceback
   goes. Ctrl-C ends with 130 and no traceback.
+- `checked_model`: `--model` and `--device` checked before anything loads; `write_atomic`: a file whole or not at all.
 - `setup_logging`: log records at the chosen level on stderr, one line each (a traceback only as "(traceback in
   LOG)"), and in full in the log file (`--log-file`, default `log_path(command)`), which is created only when
   something is written to it.
@@ -100,6 +101,50 @@ def setup_logging(level: str, log_file: Path | None) -> None:
         f.setLevel(level)
         root.addHandler(f)
     root.setLevel(level)
+
+
+def checked_model(model: str | None, device: str) -> Path:
+    """`--model` and `--device` checked before anything is loaded: the checkpoint folder (or .gguf file) is one, its
+    config reads, its weight files' headers read, and the device exists. Raises Refused (exit 2)."""
+    from engine.engine import default_model_path, resolve_device
+    from engine.loader import checkpoint_files, load_checkpoint_config
+
+    path = Path(model).expanduser() if model else default_model_path()
+    if not path.is_dir() and not (path.is_file() and path.suffix == ".gguf"):
+        raise Refused(f"--model {path}: no such checkpoint (a folder holding config.json and model.safetensors, or "
+                      "a .gguf file)")
+    try:
+        load_checkpoint_config(path)
+        if path.is_dir():
+            from safetensors import safe_open
+
+            for file in checkpoint_files(path):
+                with safe_open(str(file), framework="pt"):  # the header only: a damaged file is refused here
+                    pass
+    except Exception as exc:  # noqa: BLE001 -- whatever the reader says is the reason, in one line
+        raise Refused(f"--model {path} is not a checkpoint this engine reads: {type(exc).__name__}: {exc}") from exc
+    try:
+        resolve_device(device)
+    except (ValueError, RuntimeError) as exc:
+        raise Refused(f"--device {device}: {exc} (use --device cpu, or auto)") from exc
+    return path
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """`path` holds `data` whole, or is left as it was: written to a temporary file beside it, then renamed over it
+    (os.replace). A failure (a full disk) raises OSError naming `path` and leaves no partial file behind."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc} (it was left as it was)") from exc
 
 
 def write_traceback(log_file: Path | None, prog: str) -> bool:
