@@ -235,8 +235,11 @@ class ServiceBackend(LocalSide):
                 health = _health(http)
             if health is None:
                 self.status.set_state("error", f"the engine service at {self.endpoint} is not answering")
+            elif health.get("state") == "loading":  # it was restarted and has not loaded its model yet
+                self.status.set_state("error", f"the engine service at {self.endpoint} is restarting (loading)")
             elif health.get("state") != "ready":
-                self.status.set_state("error", f"the engine service is {health.get('state')}: {health.get('error')}")
+                self.status.set_state("error", f"the engine service at {self.endpoint} could not load its model: "
+                                      f"{health.get('error')}")
             elif health.get("checkpoint") != self.manifest.get("id"):
                 self.status.set_state("error", "the engine service now serves another checkpoint; reload the window")
             else:
