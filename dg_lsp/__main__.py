@@ -87,12 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check(args: argparse.Namespace) -> int:
     """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout (and the
     error, if any, as one line on stderr). A workspace is indexed only when --workspace names one."""
-    from engine.tools.check import run_check
     from engine.tools.command import Refused
 
     workspace = args.workspace
     if workspace is not None and not workspace.is_dir():
         raise Refused(f"--workspace {workspace}: not a directory")
+    from engine.tools.check import run_check
+
     out = run_check(args.model, device=args.device or "auto", weights=args.weights or "auto",
                     prompt_format=args.prompt_format or "auto")
     if workspace is not None:
