@@ -1,7 +1,9 @@
-"""The `dg-lsp` command: serve LSP on stdio (default) or TCP, print the version, or check the model.
+"""The `dg-lsp` command: serve LSP on stdio (default) or TCP, print the version, check the model, or run one of
+the SUBCOMMANDS (serve-engine, calibrate, ...: the table below).
 
 stdout belongs to the LSP stream, so every log line goes to stderr. Exit codes: LSP's (0 after shutdown and exit,
-1 for exit without shutdown or a stream that ended first), 2 for a command line it refuses.
+1 for exit without shutdown or a stream that ended first), 2 for a command line it refuses, each refusal in one line
+(engine.tools.command; docs/PROTOCOL.md, "Command line").
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd() != os.p
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
+import difflib  # noqa: E402
+import importlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -28,11 +33,24 @@ from dg_lsp.memory import use_system_allocator  # noqa: E402
 from dg_lsp.sched import short_slice  # noqa: E402
 from dg_lsp.wire.tcp import parse_host_port, required_token, serve_tcp  # noqa: E402
 
+# The subcommands, one line each: name -> ("module:function", what it does). The function gets the arguments after
+# the name and returns the exit code (`main(argv: list[str]) -> int`). A new subcommand is one line here, nothing else.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve-engine": ("engine.service.cli:main", "serve one model to every editor on this machine (or a team)"),
+    "calibrate": ("engine.tools.calibrate:main", "measure the confidence gate's threshold for a checkpoint"),
+}
+CHECK_ONLY = ("device", "workspace", "weights", "prompt_format")  # flags that mean something only with --check
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="dg-lsp", description="Language server that fills code holes with a "
-                                "text-diffusion LLM. With no arguments it serves LSP on stdio; "
-                                "`dg-lsp serve-engine` serves one model to every editor on the machine.")
+    from engine.tools.command import Parser
+
+    commands = "\n".join(f"  {name:<14}{what}" for name, (_, what) in SUBCOMMANDS.items())
+    p = Parser(prog="dg-lsp", usage="dg-lsp [options]\n       dg-lsp COMMAND [--help] ...",
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               description="Language server that fills code holes with a text-diffusion LLM. With no arguments it "
+               "serves LSP on stdin/stdout (an editor starts it).",
+               epilog=f"commands:\n{commands}\n\n`dg-lsp COMMAND --help` shows a command's options.")
     p.add_argument("--tcp", metavar="[HOST:]PORT", type=parse_host_port,
                    help="serve on TCP instead of stdio (HOST defaults to 127.0.0.1; IPv6 as [::1]:PORT); a host that "
                    "is not loopback needs --token-env")
@@ -43,27 +61,65 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="checkpoint used while the client's modelPath is null (default: the shipped model)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--check", action="store_true",
-                   help="load the model, fill one canvas, print JSON, exit 0/1")
-    p.add_argument("--weights", default="auto", choices=["auto", "bf16", "int8", "int4", "fp8"],
+                   help="load the model, fill one canvas, print one JSON object, exit 0 (it works) or 1")
+    p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"],
+                   help="with --check: where the model runs (default auto: cuda when available)")
+    p.add_argument("--workspace", metavar="DIR", default=None, type=Path,
+                   help="with --check: also index DIR as the server indexes a workspace (context from other files)")
+    p.add_argument("--weights", default=None, choices=["auto", "bf16", "int8", "int4", "fp8"],
                    help="with --check: how to store the weights (default auto: the checkpoint's own format, else the "
                         "widest that fits the device)")
-    p.add_argument("--prompt-format", default="auto", choices=["auto", "fim", "chat"],
+    p.add_argument("--prompt-format", default=None, choices=["auto", "fim", "chat"],
                    help="with --check: the prompt format (default auto: fim when declared, else chat)")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="stderr log level (default WARNING)")
-    return p.parse_args(argv)
+    p.add_argument("--log-file", metavar="PATH", default=None, type=Path,
+                   help="write the log (with tracebacks) to PATH; stderr then gets one line per record (--check "
+                   "logs to ~/.cache/dg-lsp/logs/check.log by default)")
+    args = p.parse_args(argv)
+    if not args.check:
+        given = [f"--{name.replace('_', '-')}" for name in CHECK_ONLY if getattr(args, name) is not None]
+        if given:
+            p.error(f"{', '.join(given)} only mean{'s' if len(given) == 1 else ''} something with --check")
+    return args
 
 
-def check(model: str | None, weights: str = "auto", prompt_format: str = "auto") -> int:
-    """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout."""
+def check(args: argparse.Namespace) -> int:
+    """Load the model, show its prompt for a sample hole, fill one canvas; one JSON object on stdout (and the
+    error, if any, as one line on stderr). A workspace is indexed only when --workspace names one."""
+    from engine.tools.command import Refused
+
+    workspace = args.workspace
+    if workspace is not None and not workspace.is_dir():
+        raise Refused(f"--workspace {workspace}: not a directory")
     from engine.tools.check import run_check
 
-    out = run_check(model, weights=weights, prompt_format=prompt_format)
-    from dg_lsp.context.workspace import check_summary  # context from other files: the index of the cwd
+    out = run_check(args.model, device=args.device or "auto", weights=args.weights or "auto",
+                    prompt_format=args.prompt_format or "auto")
+    if workspace is not None:
+        from dg_lsp.context.workspace import check_summary  # context from other files: the workspace's index
 
-    out["crossFile"] = check_summary(Path.cwd())
+        out["crossFile"] = check_summary(workspace.resolve())
     print(json.dumps(out))
+    if not out["ok"]:
+        print(f"dg-lsp --check: {out.get('error')}", file=sys.stderr)
     return 0 if out["ok"] else 1
+
+
+def subcommand(argv: list[str]) -> int | None:
+    """Run the subcommand `argv[0]` names (SUBCOMMANDS); None when it names none."""
+    entry = SUBCOMMANDS.get(argv[0]) if argv else None
+    if entry is None:
+        return None
+    module, _, function = entry[0].partition(":")
+    run: Callable[[list[str]], int] = getattr(importlib.import_module(module), function)
+    return run(argv[1:])
+
+
+def unknown_command(word: str) -> str:
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1)
+    hint = f"did you mean `dg-lsp {close[0]}`? " if close else ""
+    return f"dg-lsp: error: unknown command {word!r} ({hint}commands: {', '.join(SUBCOMMANDS)}; see dg-lsp --help)"
 
 
 GIL_SWITCH_S = 0.0005
@@ -73,20 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the command line (not a caller in this process): memory goes back after closes
         use_system_allocator(sys.argv[1:])  # dg_lsp.memory; re-executes once, or returns
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["calibrate"]:  # the confidence gate's threshold for a checkpoint (engine/tools/calibrate.py)
-        from engine.tools.calibrate import main as calibrate
-
-        return calibrate(argv[1:])
-    if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
-        from engine.service.cli import main as serve_engine
-
-        return serve_engine(argv[1:])
+    code = subcommand(argv)
+    if code is not None:
+        return code
+    if argv and not argv[0].startswith("-"):
+        print(unknown_command(argv[0]), file=sys.stderr)
+        return 2
     args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.check or args.log_file is not None:  # one line per record on stderr, tracebacks in the file
+        from engine.tools.command import log_path, setup_logging
+
+        setup_logging(args.log_level, args.log_file or (log_path("check") if args.check else None))
+    else:  # the LSP server: stderr is the editor's log, tracebacks included
+        logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     token = None
     if args.token_env is not None and not args.tcp:
-        print("dg-lsp: --token-env goes with --tcp", file=sys.stderr)
+        print("dg-lsp: error: --token-env goes with --tcp", file=sys.stderr)
         return 2
     if args.tcp:
         try:
@@ -100,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dg-lsp {server_version()}")
         return 0
     if args.check:
-        return check(args.model, args.weights, args.prompt_format)
+        from engine.tools.command import log_path, run
+
+        return run("dg-lsp --check", lambda: check(args), args.log_file or log_path("check"))
     # The engine thread holds the GIL between torch calls; when it hands a result back, the loop would wait up
     # to the default 5 ms switch interval for the GIL. A short interval keeps that hand-off under a millisecond.
     sys.setswitchinterval(GIL_SWITCH_S)

@@ -27,6 +27,25 @@ class ModelCheckError(RuntimeError):
     """A checkpoint the server cannot serve from; the message says why and what to do."""
 
 
+class EndpointDown(ModelCheckError, ConnectionError):
+    """A remote backend's server that does not answer; the message names it and says what to do."""
+
+    def __init__(self, what: str, endpoint: object, exc: BaseException, hint: str) -> None:
+        super().__init__(f"{what} at {endpoint} is down or not answering ({transport_reason(exc)}); {hint}")
+
+
+def transport_reason(exc: BaseException) -> str:
+    """Why a connection failed, in a few words ("connection refused", "no answer within 10 s")."""
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return "no answer in time"
+    text = str(exc) or type(exc).__name__
+    if text.startswith("[Errno") and "] " in text:  # "[Errno 111] Connection refused"
+        text = text.split("] ", 1)[1]
+    return text[:1].lower() + text[1:]
+
+
 def load_engine(settings: Settings) -> InfillBackend:
     """The embedded backend: `engine.engine.Engine` in this process (imported here so `dg-lsp --version` does not
     import torch, nor a server on a remote backend), checked by `check_engine`. Runs on the engine thread.

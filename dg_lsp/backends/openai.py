@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from dg_lsp.backends.checkpoint import LocalCheckpoint, default_model_dir, load_local
+from dg_lsp.backends.loading import EndpointDown
 from dg_lsp.backends.remote import (
     LocalSide,
     LoopThread,
@@ -94,7 +95,8 @@ class OpenAIBackend(LocalSide):
             try:
                 resp = http.get("models")
             except httpx.HTTPError as exc:
-                raise ConnectionError(f"nothing answers at {endpoint}: {exc}") from None
+                raise EndpointDown("the OpenAI-compatible server", endpoint, exc, "start it (e.g. `vllm serve`), or "
+                                   "set the endpoint setting to where it listens") from None
             if resp.status_code >= 400:
                 raise ConnectionError(f"{endpoint}/models answered HTTP {resp.status_code}: {resp.text[:200]}")
             cards = {m.get("id"): m for m in resp.json().get("data", []) if isinstance(m, dict)}

@@ -235,8 +235,11 @@ class ServiceBackend(LocalSide):
                 health = _health(http)
             if health is None:
                 self.status.set_state("error", f"the engine service at {self.endpoint} is not answering")
+            elif health.get("state") == "loading":  # it was restarted and has not loaded its model yet
+                self.status.set_state("error", f"the engine service at {self.endpoint} is restarting (loading)")
             elif health.get("state") != "ready":
-                self.status.set_state("error", f"the engine service is {health.get('state')}: {health.get('error')}")
+                self.status.set_state("error", f"the engine service at {self.endpoint} could not load its model: "
+                                      f"{health.get('error')}")
             elif health.get("checkpoint") != self.manifest.get("id"):
                 self.status.set_state("error", "the engine service now serves another checkpoint; reload the window")
             else:
@@ -299,14 +302,21 @@ def _fetch_files(http: httpx.Client, manifest: dict[str, Any]) -> Path:
     if target.is_dir():
         return target
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for name, meta in manifest["files"].items():
-        if name != Path(name).name or name.startswith("."):
-            raise RuntimeError(f"the engine service named a checkpoint file {name!r}; refusing it")
-        data = http.get(f"/v1/dg/checkpoint/{name}").raise_for_status().content
-        if hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            raise RuntimeError(f"{name} from the engine service does not match its checksum")
-        (tmp / name).write_bytes(data)
+    try:  # into `tmp`, renamed to `target` once whole: a failure (a full disk) leaves neither behind
+        tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name, meta in manifest["files"].items():
+            if name != Path(name).name or name.startswith("."):
+                raise RuntimeError(f"the engine service named a checkpoint file {name!r}; refusing it")
+            data = http.get(f"/v1/dg/checkpoint/{name}").raise_for_status().content
+            if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                raise RuntimeError(f"{name} from the engine service does not match its checksum")
+            (tmp / name).write_bytes(data)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, f"could not cache the engine service's checkpoint files in {target}: "
+                          f"{exc.strerror or exc} (nothing was kept)") from exc
+        raise
     try:
         tmp.rename(target)
     except OSError:  # another window cached it first

@@ -3,7 +3,8 @@
 pygls 2 reads stdin through a thread pool: every header line and every body is one `run_in_executor` call, so each
 message costs three or four thread hand-offs before its handler runs (two messages per keystroke). An asyncio pipe
 transport lets the loop's selector read instead; a message already in the buffer is parsed with no hand-off at all.
-Falls back to a thread pool when stdin is not a pipe, socket or character device (e.g. a regular file). The bytes go
+Falls back to a thread pool when the loop's selector cannot watch stdin (a regular file, or /dev/null: epoll refuses
+it with EPERM, which asyncio would only raise later, in a callback, leaving the loop waiting forever). The bytes go
 through dg_lsp.wire.transport's message loop.
 
 Timing (what the server reports as its own time per keystroke, see `DgServer.after_response`):
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import selectors
 import sys
 import time
 from typing import Any, BinaryIO
@@ -84,8 +86,24 @@ class ThreadReader:
         return await asyncio.get_running_loop().run_in_executor(None, self._read, CHUNK)
 
 
+def selectable(stdin: BinaryIO) -> bool:
+    """Whether the event loop's selector can watch `stdin` (asyncio's pipe transport registers it only in a
+    callback after `connect_read_pipe` returned, where a refusal is logged, not raised)."""
+    probe = selectors.DefaultSelector()
+    try:
+        probe.register(stdin.fileno(), selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
     """A reader of `stdin` driven by the event loop, or through a thread pool when that is not possible."""
+    if not selectable(stdin):
+        log.info("stdin is read through a thread pool: the event loop cannot watch it")
+        return ThreadReader(stdin)
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader(limit=CHUNK)
     arrivals = Arrivals()
@@ -127,12 +145,25 @@ def serve_stdio(server: Any, stdin: BinaryIO | None = None, stdout: BinaryIO | N
     1."""
     server.client.set_writer(TimedWriter(stdout or sys.stdout.buffer))
 
+    received = 0
+
     async def main() -> int:
         reader = await pipe_reader(stdin or sys.stdin.buffer)
-        return await serve_messages(reader.read, server.dispatcher, reader.arrivals)
+
+        async def read() -> bytes:
+            nonlocal received
+            data = await reader.read()
+            received += len(data)
+            return data
+
+        return await serve_messages(read, server.dispatcher, reader.arrivals)
 
     try:
-        return asyncio.run(main())
+        code = asyncio.run(main())
+        if server.dispatcher.exit_code is None and not server.dispatcher.shut_down:
+            log.warning("%s: exiting with 1", "the input ended before shutdown" if received else
+                        "the input was empty (dg-lsp speaks LSP on stdin and stdout: an editor starts it)")
+        return code
     except BrokenPipeError:
         log.error("connection to the client lost: shutting down")
         return 1

@@ -244,7 +244,22 @@ def write_shipped(dst_dir: Path, *, beside: bool = False, rule: Callable | str =
     return out
 
 
-if __name__ == "__main__":  # python -m engine.formats.gguf_write DIR [--beside]: the shipped model as a GGUF
+def main(argv: list[str] | None = None) -> int:
+    """`python -m engine.formats.gguf_write DIR [--beside]`: the shipped model as a GGUF in DIR."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m engine.formats.gguf_write",
+                                 description="Write the shipped model (engine/default_model) as a Q8_0 GGUF file "
+                                 "into DIR (created if missing); prints the file's path.")
+    ap.add_argument("dir", metavar="DIR", type=Path, help="the folder to write dg-default-Q8_0.gguf into")
+    ap.add_argument("--beside", action="store_true",
+                    help="also copy the model's tokenizer.json and infill.json beside the file")
+    args = ap.parse_args(argv)
+    print(write_shipped(args.dir, beside=args.beside))
+    return 0
+
+
+if __name__ == "__main__":
     import sys
 
-    print(write_shipped(Path(sys.argv[1]), beside="--beside" in sys.argv[2:]))
+    sys.exit(main())

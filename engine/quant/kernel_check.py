@@ -98,5 +98,19 @@ def _child(src: str, dst: str) -> None:
     save_file(out, dst)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The child's command line (run by `run_kernel` with TRITON_INTERPRET=1, not by hand)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m engine.quant.kernel_check",
+                                 description="The Triton MoE kernel on the cases in IN (safetensors), outputs to OUT; "
+                                 "started by engine.quant.kernel_check.run_kernel with TRITON_INTERPRET=1.")
+    ap.add_argument("src", metavar="IN", help="the cases (a safetensors file written by run_kernel)")
+    ap.add_argument("dst", metavar="OUT", help="where the kernel's outputs go (a safetensors file)")
+    args = ap.parse_args(argv)
+    _child(args.src, args.dst)
+    return 0
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    sys.exit(main())

@@ -21,6 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.tools.command import Parser, Refused, checked_model, log_path, run, write_atomic
+
+PROG = "dg-lsp calibrate"
+
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(20))
 EM_RATIO, ES_MARGIN = 3.0, 0.05  # what the recommended threshold must reach (see the module docstring)
 FALLBACK_SHOWN = 0.05  # if no threshold reaches both, the best ES among those still showing this share
@@ -105,19 +109,42 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "recommended": recommend(table, em, copy_es)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="dg-lsp calibrate", description=__doc__.splitlines()[0])
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = Parser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--model", type=Path, default=None, help="checkpoint directory (default: the shipped model)")
-    ap.add_argument("--holes", type=int, default=1000)
+    ap.add_argument("--holes", type=positive_int, default=1000)
     ap.add_argument("--seed", type=int, default=1, help="hole draw (bench.quality uses seed 0: keep them apart)")
     ap.add_argument("--weights", default="auto", choices=["auto", "bf16", "int8", "int4", "fp8"])
-    ap.add_argument("--device", default="auto")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--write", action="store_true", help="store the recommended threshold in the checkpoint's "
                     "infill.json as min_confidence")
-    args = ap.parse_args(argv)
-    from engine.engine import Engine, default_model_path
+    ap.add_argument("--log-file", metavar="PATH", type=Path, default=None,
+                    help="where a failure's traceback goes (default ~/.cache/dg-lsp/logs/calibrate.log)")
+    return ap.parse_args(argv)
 
-    model = args.model or default_model_path()
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log_file = args.log_file or log_path("calibrate")
+    return run(PROG, lambda: calibrate(args), log_file)
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    from engine.engine import Engine
+
+    model = checked_model(None if args.model is None else str(args.model), args.device)
+    if args.write and not model.is_dir():
+        raise Refused(f"--write: {model} is not a checkpoint folder (infill.json goes into one)")
     engine = Engine.from_pretrained(model, device=args.device, weights=args.weights)
     s = summary(fill_holes(engine, args.holes, args.seed))
     print(f"{model}: {s['holes']} held-out holes (seed {args.seed}); ungated EM {s['exact_match']:.3f}, "
@@ -139,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                      "copy_line_edit_similarity")} | {
             "seed": args.seed, "shown": rec["shown"], "shown_exact_match": rec["exact_match"],
             "shown_edit_similarity": rec["edit_similarity"]}
-        path.write_text(json.dumps(infill, indent=2) + "\n")
+        write_atomic(path, json.dumps(infill, indent=2) + "\n")
         print(f"wrote min_confidence {rec['threshold']} to {path}", file=sys.stderr)
     print(json.dumps({k: v for k, v in s.items() if k != "table"} | {"table": s["table"]}))
     return 0
