@@ -5,6 +5,11 @@ cursor positions and for a rewrite of a selection (workspace/executeCommand), an
 step by step (from dg/draft notifications), the edit the server applied (workspace/applyEdit, applied to the
 demo's own copy of the file and sent back as didChange, as an editor does) and each request's latency.
 
+Each fill's outcome is the confidence gate's decision: shown (applied), or withheld with its confidence. A withheld
+fill is then asked for again with `force: true` (what the "Fill hole anyway" code action sends), and the demo shows
+the edit it would make without applying it: the demo model's raw fill, what `minConfidence: 0` would show. A fill
+the syntax check dropped is shown as the raw canvas the model wrote. The run ends with a table of every fill.
+
     python -m dg_lsp.devtools.demo [--model DIR]
 
 Without --model it uses the shipped default model (dg_lsp.devtools.client.pick_model).
@@ -79,6 +84,8 @@ class Editor(LanguageClient):
         self.text = ""
         self.uri = ""
         self.last_step: dict[str, int] = {}
+        self.final: dict[str, str] = {}  # request id -> the last canvas the model wrote (its raw fill)
+        self.preview: list[T.TextEdit] | None = None  # not None: edits are recorded here and refused (not applied)
         record(self, apply=self.apply, on_draft=self.show_draft)
 
         @self.feature(T.WINDOW_WORK_DONE_PROGRESS_CREATE)
@@ -93,6 +100,10 @@ class Editor(LanguageClient):
             self.feature(method)(lambda params: None)
 
     def show_draft(self, d: dict) -> None:
+        if d["done"]:
+            self.final[d["requestId"]] = d["text"]
+        if self.preview is not None:  # the ungated run: the canvas was shown once already
+            return
         # A fill of several canvases restarts the step count for each; say so.
         if not d["done"] and d["step"] < self.last_step.get(d["requestId"], 0):
             print(style("    next canvas (the ones before are now context)", "2"))
@@ -112,10 +123,10 @@ class Editor(LanguageClient):
         if change.text_document.version != self.versions[self.uri]:
             return T.ApplyWorkspaceEditResult(applied=False, failure_reason="stale version")
         (edit,) = change.edits
-        starts = line_starts(self.text)
-        start = offset_at(self.text, edit.range.start.line, edit.range.start.character, "utf-16", starts)
-        end = offset_at(self.text, edit.range.end.line, edit.range.end.character, "utf-16", starts)
-        self.text = self.text[:start] + edit.new_text + self.text[end:]
+        if self.preview is not None:
+            self.preview.append(edit)
+            return T.ApplyWorkspaceEditResult(applied=False, failure_reason="demo preview: not applied")
+        self.text = with_edit(self.text, edit)
         self.versions[self.uri] += 1
         self.text_document_did_change(T.DidChangeTextDocumentParams(
             text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.versions[self.uri]),
@@ -129,6 +140,13 @@ class Editor(LanguageClient):
         return None
 
 
+def with_edit(text: str, edit: T.TextEdit) -> str:
+    starts = line_starts(text)
+    start = offset_at(text, edit.range.start.line, edit.range.start.character, "utf-16", starts)
+    end = offset_at(text, edit.range.end.line, edit.range.end.character, "utf-16", starts)
+    return text[:start] + edit.new_text + text[end:]
+
+
 def show_region(text: str, first: int, last: int, changed: tuple[int, int]) -> None:
     lines = text.split("\n")
     for i in range(max(first, 0), min(last + 1, len(lines))):
@@ -136,35 +154,74 @@ def show_region(text: str, first: int, last: int, changed: tuple[int, int]) -> N
         print(f"    {i + 1:>3} {mark} {lines[i]}")
 
 
-async def run_command(ed: Editor, command: str, argument: dict, what: str) -> dict:
-    before = len(ed.applied_edits)
+async def execute(ed: Editor, command: str, argument: dict) -> tuple[dict, float, dict | None]:
+    """Run one command; (its result, its latency in ms, its dg/status request figures)."""
     t0 = time.perf_counter()
     result = await ed.workspace_execute_command_async(T.ExecuteCommandParams(command=command,
                                                                              arguments=[argument]))
-    ms = (time.perf_counter() - t0) * 1e3
-    req = ed.last_request()
+    return result, (time.perf_counter() - t0) * 1e3, ed.last_request()
+
+
+async def ungated(ed: Editor, command: str, argument: dict) -> T.TextEdit | None:
+    """The edit the command makes past the gate (`force: true`, as "Fill hole anyway" sends it), recorded and
+    refused by the demo's editor, so the file stays as it was."""
+    ed.preview = []
+    try:
+        await execute(ed, command, {**argument, "force": True})
+        return ed.preview[-1] if ed.preview else None
+    finally:
+        ed.preview = None
+
+
+async def run_command(ed: Editor, command: str, argument: dict, what: str) -> dict:
+    before = len(ed.applied_edits)
+    result, ms, req = await execute(ed, command, argument)
     confidence = req.get("confidence") if req is not None else None
     gate = f"confidence {confidence:.2f}" if confidence is not None else "confidence unknown"
     if req is not None:
         gate += f", gate {req['minConfidence']:.2f}"
+    raw = ed.final.get(req["id"], "") if req is not None else ""  # the model's last canvas
     if result["applied"] and len(ed.applied_edits) > before:
         (edit,) = ed.applied_edits[-1].edit.document_changes[0].edits
+        raw = edit.new_text
         n_new = edit.new_text.count("\n")
         start = edit.range.start.line
-        print(style(f"  applied ({what}; {gate}: shown):", "32"))
+        print(style(f"  gate: shown ({gate}); applied:", "32"))
         show_region(ed.text, start - 2, start + n_new + 2, (start, start + n_new))
+        decision = "shown"
     elif result["reason"] == "low confidence":
-        print(style(f"  withheld by the confidence gate ({gate}): the file is unchanged", "33"))
+        print(style(f"  gate: withheld ({gate}): the file is unchanged", "33"))
+        edit = await ungated(ed, command, argument)
+        if edit is not None:
+            raw = edit.new_text
+            n_new, start = edit.new_text.count("\n"), edit.range.start.line
+            print(style("  the demo model's raw fill, without the gate (what the \"... anyway\" code action or "
+                        "minConfidence: 0 would insert; not applied here):", "2"))
+            show_region(with_edit(ed.text, edit), start - 2, start + n_new + 2, (start, start + n_new))
+        decision = f"withheld ({confidence:.2f} < {req['minConfidence']:.2f})" if req and confidence is not None \
+            else "withheld"
     else:
         print(style(f"  not applied: {result['reason']} ({gate})", "33"))
+        if raw:
+            print(style("  the demo model's raw canvas (what it wrote before the server's checks): ", "2")
+                  + one_line(raw, ed.width - 60))
+        decision = f"dropped: {result['reason']}"
     extra = ""
     if req is not None:
         extra = (f" (engine {req['engineMs']:.0f} ms, {req['steps']} steps, server {req['serverMs']:.1f} ms, "
                  f"prefix KV reused {req['reusedPrefixTokens']} tokens)")
     print(f"  latency: {style(f'{ms:.0f} ms', '1')}{extra}\n")
-    outcome = "applied" if result["applied"] else "withheld (low confidence)" if result["reason"] == \
-        "low confidence" else "not applied"
-    return {"what": what, "ms": ms, "applied": bool(result["applied"]), "outcome": outcome, "confidence": confidence}
+    return {"what": what, "ms": ms, "applied": bool(result["applied"]), "decision": decision,
+            "confidence": confidence, "raw": raw}
+
+
+def show_summary(rows: list[dict], width: int) -> None:
+    """The last screen: every fill, the gate's decision and the fill itself (the demo model's, gated or not)."""
+    print(style("the fills: the gate's decision, and each fill as the demo model wrote it", "1"))
+    print(f"  {'hole':<26} {'gate':<24} {'ms':>6}   fill (raw, without the gate)")
+    for r in rows:
+        fill = one_line(r["raw"].strip(), max(width - 66, 20)) if r["raw"].strip() else "(nothing)"
+        print(f"  {r['what']:<26} {r['decision']:<24} {r['ms']:>6.0f}   {fill}")
 
 
 async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
@@ -179,8 +236,9 @@ async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
         print(style("  the shipped model is a 3.1M-parameter placeholder trained for 3 CPU-hours on Python: it shows "
                     "how the server works, not what a real model writes. For real fills: dg-lsp --model DIR (or "
                     "the modelPath setting) with a DiffusionGemma checkpoint.", "2"))
-        print(style("  fills below the checkpoint's calibrated confidence gate (minConfidence) are withheld, not "
-                    "written.", "2"))
+        print(style("  fills below the checkpoint's calibrated confidence gate (minConfidence 0.90 for this model) "
+                    "are withheld, as an editor would; the demo then shows each withheld fill anyway, labelled as the "
+                    "demo model's raw fill.", "2"))
     t0 = time.perf_counter()
     await ed.initialize_async(T.InitializeParams(
         capabilities=T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(apply_edit=True)),
@@ -219,9 +277,7 @@ async def demo(model: Path, label: str, workdir: Path) -> list[dict]:
     await ed.shutdown_async(None)
     ed.exit(None)
     await ed.stop()
-    print(style("latency per request", "1"))
-    for r in rows:
-        print(f"  {r['what']:<28} {r['ms']:>8.0f} ms   {r['outcome']}")
+    show_summary(rows, width)
     return rows
 
 
