@@ -235,11 +235,8 @@ class ServiceBackend(LocalSide):
                 health = _health(http)
             if health is None:
                 self.status.set_state("error", f"the engine service at {self.endpoint} is not answering")
-            elif health.get("state") == "loading":  # it was restarted and has not loaded its model yet
-                self.status.set_state("error", f"the engine service at {self.endpoint} is restarting (loading)")
             elif health.get("state") != "ready":
-                self.status.set_state("error", f"the engine service at {self.endpoint} could not load its model: "
-                                      f"{health.get('error')}")
+                self.status.set_state("error", _not_ready(self.endpoint, health))
             elif health.get("checkpoint") != self.manifest.get("id"):
                 self.status.set_state("error", "the engine service now serves another checkpoint; reload the window")
             else:
@@ -247,6 +244,17 @@ class ServiceBackend(LocalSide):
             if self.starter is not None:
                 self.starter.reap()
         http.close()
+
+
+def _not_ready(endpoint: Endpoint, health: dict[str, Any]) -> str:
+    """dg/status's message for a service that answers but cannot fill yet: what it is doing, and its error only
+    when it has one. The watcher runs after connect() saw the service ready, so "loading" means it was restarted
+    (by this watcher, or by another dg-lsp sharing it that noticed first)."""
+    state = health.get("state") or "not ready"
+    if state == "loading":
+        return f"the engine service at {endpoint} is restarting: loading its model"
+    error = health.get("error")
+    return f"the engine service at {endpoint} is {state}" + (f": {error}" if error else "")
 
 
 async def _make_async(endpoint: Endpoint, headers: dict[str, str]) -> httpx.AsyncClient:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 
@@ -29,6 +28,7 @@ from tests.editors.test_neovim import (
     stub_events,
     wait_for,
 )
+from tests.editors.tiers import need_program
 from tests.nextedit.conftest import apply
 
 pytestmark = [pytest.mark.editor, pytest.mark.skipif(NVIM is None or pynvim is None, reason=WHY_NOT)]
@@ -67,11 +67,8 @@ def test_lua_nextedit_logic():
 
 
 def test_help_tags_for_next_edits(tmp_path):
-    shutil.copytree(PLUGIN / "doc", tmp_path / "doc")
-    ed = Editor(tmp_path)
+    ed = Editor(tmp_path)  # the plugin's shipped doc/tags
     try:
-        ed.lua("vim.opt.rtp:prepend(...)", str(tmp_path))
-        ed.nvim.command(f"helptags {tmp_path / 'doc'}")
         for tag in ("dg-next-edit", ":DgNextEdit", ":DgNextEditAccept", ":DgNextEditDismiss", "DgNextEditDelete"):
             ed.nvim.command(f"help {tag}")
             assert ed.nvim.current.buffer.name.endswith("dg.txt")
@@ -225,8 +222,8 @@ def test_stub_indicator_only_shows_a_sign_and_the_command_accepts(editor, tmp_pa
     wait_for(lambda: editor.lines() == RENAMED, 5, "the accepted proposal")
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (apt-get install -y tmux)")
 def test_screenshot_script_captures_a_next_edit(tmp_path):
+    need_program("tmux")
     pytest.importorskip("PIL", reason="Pillow not installed")
     from PIL import Image
 

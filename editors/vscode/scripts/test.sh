@@ -24,6 +24,7 @@ npm run --silent package
 
 PY="$REPO_ROOT/.venv/bin/python"
 SERVER=real
+source test/e2e/testbed.sh
 case "${DG_E2E:-auto}" in
   0) step "e2e: skipped (DG_E2E=0)"; exit 0 ;;
   1) step "e2e setup"; bash test/e2e/setup.sh ;;

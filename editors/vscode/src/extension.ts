@@ -36,6 +36,7 @@ import {
   serverLaunch,
   toServerSettings,
 } from "./settings";
+import { Probe, ServerCandidate, candidateForFile, findServers, settingsFor } from "./serverpick";
 import { StatusModel, StatusView } from "./status";
 
 /** Palette command ids; distinct from the server's dg.fillHole / dg.rewriteSelection (see requests.ts). */
@@ -49,7 +50,10 @@ export const COMMANDS = {
   acceptNextEdit: "dg.acceptNextEditCommand",
   dismissNextEdit: "dg.dismissNextEditCommand",
   suggestNextEdit: "dg.suggestNextEditCommand",
+  selectServer: "dg.selectServer",
 } as const;
+
+const SELECT_SERVER = "Select Server…";
 
 const INLINE_ENABLED_KEY = "dg.inlineEnabled";
 
@@ -105,6 +109,7 @@ export class DgExtension implements vscode.Disposable {
     reg(COMMANDS.toggle, () => this.toggle());
     reg(COMMANDS.showLog, () => this.output.show(true));
     reg(COMMANDS.restart, () => this.restart());
+    reg(COMMANDS.selectServer, () => this.selectServer());
     reg(COMMANDS.acceptNextEdit, () => this.nextEdit.policy.accept());
     reg(COMMANDS.dismissNextEdit, () => this.nextEdit.policy.dismiss("Escape"));
     reg(COMMANDS.suggestNextEdit, async () => {
@@ -129,12 +134,22 @@ export class DgExtension implements vscode.Disposable {
     const launch = currentLaunch();
     this.launchKey = JSON.stringify(launch);
     this.status.clientStarting();
-    const resolved = resolveLaunch(launch);
+    let resolved = resolveLaunch(launch);
+    if (!resolved && isDefaultLaunch(launch)) {
+      // No server setting and no dg-lsp on PATH: one in a per-user place (never the workspace's: an untrusted
+      // folder must not choose what runs) is what the user installed.
+      const found = findServers(probe([]))[0];
+      if (found) {
+        resolved = found.path;
+        this.output.info(`dg-lsp is not on PATH; using ${found.path} (${found.where}). ${SELECT_SERVER} picks another.`);
+      }
+    }
     if (!resolved) {
       const message = missingCommandMessage(launch);
       this.output.error(message);
       this.status.clientFailed(message);
-      void vscode.window.showErrorMessage(message, "Set the path", "Show Log").then((choice) => {
+      void vscode.window.showErrorMessage(message, SELECT_SERVER, "Set the path", "Show Log").then((choice) => {
+        if (choice === SELECT_SERVER) void this.selectServer();
         if (choice === "Set the path") void vscode.commands.executeCommand("workbench.action.openSettings", launch.setting);
         if (choice === "Show Log") this.output.show(true);
       });
@@ -150,8 +165,52 @@ export class DgExtension implements vscode.Disposable {
       const message = `Dg: the language server failed to start: ${err instanceof Error ? err.message : String(err)}`;
       this.output.error(message);
       this.status.clientFailed(message);
-      void vscode.window.showErrorMessage(message, "Show Log").then((c) => c && this.output.show(true));
+      void vscode.window.showErrorMessage(message, SELECT_SERVER, "Show Log").then((choice) => {
+        if (choice === SELECT_SERVER) void this.selectServer();
+        if (choice === "Show Log") this.output.show(true);
+      });
     }
+  }
+
+  /**
+   * "Dg: Select Server…": a quick pick of the dg-lsp executables found (PATH, the installer's venv, pipx, the
+   * active and the workspace's venvs) and Browse… for any file (a Python interpreter runs `-m dg_lsp`). The choice
+   * goes to the user settings; the configuration change restarts the server on it.
+   */
+  async selectServer(): Promise<ServerCandidate | undefined> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const found = findServers(probe(folders));
+    type Item = vscode.QuickPickItem & { candidate?: ServerCandidate };
+    const items: Item[] = found.map((c) => ({ label: c.path, description: c.where, candidate: c }));
+    items.push({ label: "Browse…", description: "a dg-lsp executable, or a Python interpreter that has dg_lsp" });
+    const pick = await vscode.window.showQuickPick(items, {
+      title: "Dg: the language server to run",
+      placeHolder: found.length
+        ? "a dg-lsp found on this machine"
+        : "no dg-lsp found (install: python3 scripts/install.py in your dg-lsp clone); Browse… to pick one",
+      ignoreFocusOut: true,
+    });
+    if (!pick) return undefined;
+    let choice = pick.candidate;
+    if (!choice) {
+      const uris = await vscode.window.showOpenDialog({ canSelectFiles: true, canSelectFolders: false, canSelectMany: false, title: "Dg: the language server to run" });
+      if (!uris?.length) return undefined;
+      choice = candidateForFile(uris[0].fsPath, process.platform);
+    }
+    const cfg = config();
+    for (const [key, value] of settingsFor(choice)) await cfg.update(key, value, vscode.ConfigurationTarget.Global);
+    const setting = choice.kind === "python" ? "dg.server.pythonPath" : "dg.server.command";
+    this.output.info(`server: ${choice.path} (${setting}, in the user settings)`);
+    const shadowed = ["server.command", "server.pythonPath"].filter((k) => {
+      const seen = cfg.inspect(k);
+      return seen?.workspaceValue !== undefined || seen?.workspaceFolderValue !== undefined;
+    });
+    if (shadowed.length) {
+      void vscode.window.showWarningMessage(
+        `Dg: this workspace sets ${shadowed.map((k) => `dg.${k}`).join(" and ")}, which wins over the user setting just written.`,
+      );
+    }
+    return choice;
   }
 
   async restart(): Promise<void> {
@@ -333,6 +392,23 @@ function currentLaunch(): Launch {
     workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
     home: os.homedir(),
   });
+}
+
+/** No dg.server.pythonPath and dg.server.command left at its default. */
+function isDefaultLaunch(launch: Launch): boolean {
+  return launch.setting === "dg.server.command" && launch.command === "dg-lsp";
+}
+
+function probe(workspaceFolders: string[]): Probe {
+  return { platform: process.platform, env: process.env, home: os.homedir(), workspaceFolders, isExecutable: isExecutableFile, listDir };
+}
+
+function listDir(path: string): string[] {
+  try {
+    return fs.readdirSync(path);
+  } catch {
+    return [];
+  }
 }
 
 function resolveLaunch(launch: Launch): string | undefined {

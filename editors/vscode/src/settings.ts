@@ -26,9 +26,12 @@ export const SERVER_SETTING_KEYS = [
   "model",
   "autoStart",
   "minConfidence",
+  "openaiDiffusion",
   "rewriteFromSelection",
   "rewriteNoise",
   "crossFileTokens",
+  "indexMaxFiles",
+  "indexMaxFileBytes",
   "nextEdit",
   "nextEditDebounceMs",
   "nextEditLinesAbove",
@@ -94,8 +97,8 @@ export interface LaunchVariables {
 
 /**
  * dg.server.pythonPath, when set, wins and runs `<python> -m dg_lsp`; otherwise dg.server.command.
- * `${workspaceFolder}`, `${userHome}` and a leading `~` are expanded, so a workspace setting can point at
- * its own virtual environment.
+ * `${userHome}` and a leading `~` are expanded; so is `${workspaceFolder}` (older settings use it), though the
+ * README asks for absolute paths: the server is rarely installed in the folder a user opens.
  */
 export function serverLaunch(read: ConfigReader, vars: LaunchVariables = {}): Launch {
   const extra = stringArray(read("server.args"));
@@ -154,5 +157,5 @@ export function missingCommandMessage(launch: Launch): string {
     launch.setting === "dg.server.pythonPath"
       ? `the Python interpreter "${launch.command}" (dg.server.pythonPath)`
       : `"${launch.command}" (dg.server.command)`;
-  return `Dg: cannot start the language server: ${what} was not found. Install dg-lsp or set the path.`;
+  return `Dg: cannot start the language server: ${what} was not found. Install dg-lsp (python3 scripts/install.py in your dg-lsp clone) or pick one: Dg: Select Server….`;
 }

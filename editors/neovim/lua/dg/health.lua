@@ -30,8 +30,8 @@ function M.check()
       health.ok(("server command: %s (%s)"):format(table.concat(cmd, " "), vim.fn.exepath(cmd[1])))
     else
       health.error(("server command not found: %s"):format(cmd[1]), {
-        "pip install dg-lsp (or `make setup` in the repository) and put dg-lsp on PATH",
-        'or pass cmd = { "/path/to/python", "-m", "dg_lsp" } to setup{}',
+        "run `python3 scripts/install.py` in your dg-lsp clone (README, Install) and put dg-lsp on PATH",
+        'or pass its full path to setup{}: cmd = { "/path/to/dg-lsp" }',
       })
     end
   else

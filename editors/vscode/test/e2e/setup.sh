@@ -4,6 +4,7 @@
 # Idempotent: each step is skipped when its result is already there. Prints the paths at the end.
 set -euo pipefail
 EXT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$EXT_DIR/test/e2e/testbed.sh"
 E2E="$EXT_DIR/.e2e"
 NODE_VERSION=24.22.3
 CODE_SERVER_VERSION=4.139.1

@@ -276,7 +276,8 @@ test("a missing server command shows an error with 'Set the path' that opens the
   const [msg] = S.messages;
   assert.equal(msg.level, "error");
   assert.match(msg.text, /"dg-lsp-that-does-not-exist" \(dg.server.command\) was not found/);
-  assert.deepEqual(msg.items, ["Set the path", "Show Log"]);
+  assert.deepEqual(msg.items, ["Select Server…", "Set the path", "Show Log"]);
+  assert.match(msg.text, /python3 scripts\/install.py in your dg-lsp clone/);
   assert.deepEqual(S.executed.at(-1), { id: "workbench.action.openSettings", args: ["dg.server.command"] });
   assert.match(S.statusItems[0].text, /Dg: error/);
 });
@@ -297,4 +298,120 @@ test("code actions' server commands go through middleware that reports 'not appl
   const raw = await mw("dg.fillHole", [{}], async () => ({ applied: false, reason: "document changed", latencyMs: 1 }));
   assert.equal(raw.applied, false);
   assert.deepEqual(S.messages.map((m) => m.text), ["Dg: fill not applied: document changed"]);
+});
+
+// --- finding the server: no setting, "Dg: Select Server…" ------------------------------------------------------
+
+/** A fake home with an executable dg-lsp at each of `rel` (relative to it); PATH holds none. */
+async function fakeHome(t, ...rel) {
+  const { mkdtemp, mkdir, writeFile } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join, dirname } = await import("node:path");
+  const home = await mkdtemp(join(tmpdir(), "dg-home-"));
+  const saved = { HOME: process.env.HOME, PATH: process.env.PATH, XDG_DATA_HOME: process.env.XDG_DATA_HOME,
+    VIRTUAL_ENV: process.env.VIRTUAL_ENV, CONDA_PREFIX: process.env.CONDA_PREFIX, PIPX_HOME: process.env.PIPX_HOME };
+  t.after(() => {
+    for (const [k, v] of Object.entries(saved)) (v === undefined ? delete process.env[k] : (process.env[k] = v));
+  });
+  Object.assign(process.env, { HOME: home, PATH: join(home, "empty-bin") });
+  for (const k of ["XDG_DATA_HOME", "VIRTUAL_ENV", "CONDA_PREFIX", "PIPX_HOME"]) delete process.env[k];
+  const paths = [];
+  for (const r of rel) {
+    const path = join(home, r);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, "#!/bin/sh\n", { mode: 0o755 });
+    paths.push(path);
+  }
+  return { home, paths };
+}
+
+async function activateBare(config = {}) {
+  vscode.__reset();
+  lc.__instances.length = 0;
+  Object.assign(S.config, config);
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento(), extensionUri: { fsPath: "/ext" } });
+  await settle();
+}
+
+test("no server setting and no dg-lsp on PATH: the one scripts/install.py made is started", async (t) => {
+  const { paths: [installed] } = await fakeHome(t, ".local/share/dg-lsp/venv/bin/dg-lsp");
+  await activateBare({ "dg.server.args": ["--log-level", "debug"] });
+  const client = lc.__instances.at(-1);
+  assert.equal(client?.serverOptions.command, installed);
+  assert.deepEqual(client.serverOptions.args, ["--log-level", "debug"]);
+  assert.ok(S.outputs[0].lines.some((l) => l.includes(`dg-lsp is not on PATH; using ${installed}`)), S.outputs[0].lines);
+  assert.deepEqual(S.messages, []);
+});
+
+test("a dg-lsp in the opened folder's venv is offered, never started on its own", async (t) => {
+  const { home, paths: [inFolder] } = await fakeHome(t, "proj/.venv/bin/dg-lsp");
+  vscode.__reset();
+  lc.__instances.length = 0;
+  S.workspaceFolders = [{ uri: { fsPath: `${home}/proj` } }];
+  await ext.activate({ subscriptions: [], globalState: vscode.__memento(), extensionUri: { fsPath: "/ext" } });
+  await settle();
+  assert.equal(lc.__instances.length, 0, "nothing started");
+  assert.match(S.messages[0].text, /"dg-lsp" \(dg.server.command\) was not found/);
+  S.quickPickAnswer = (items) => items[0];
+  await vscode.commands.executeCommand("dg.selectServer");
+  assert.deepEqual(S.quickPicks[0].items.map((i) => [i.label, i.description]).slice(0, 1), [[inFolder, "the workspace's .venv"]]);
+  assert.equal(lc.__instances.at(-1)?.serverOptions.command, inFolder);
+});
+
+test("Dg: Select Server… lists what it found and Browse…; the pick goes to the user settings and restarts", async (t) => {
+  const { paths: [installed, pipx] } = await fakeHome(t, ".local/share/dg-lsp/venv/bin/dg-lsp", ".local/pipx/venvs/dg-lsp/bin/dg-lsp");
+  await activateBare({ "dg.server.pythonPath": process.execPath });
+  assert.equal(lc.__instances.at(-1).serverOptions.command, process.execPath);
+  S.quickPickAnswer = (items) => items.find((i) => i.label === pipx);
+  const choice = await vscode.commands.executeCommand("dg.selectServer");
+  const [pick] = S.quickPicks;
+  assert.deepEqual(pick.items.map((i) => i.label), [installed, pipx, "Browse…"]);
+  assert.deepEqual(pick.items.map((i) => i.description).slice(0, 2), ["scripts/install.py's venv", "pipx"]);
+  assert.equal(choice.path, pipx);
+  assert.deepEqual(S.configUpdates, [
+    { key: "dg.server.command", value: pipx, target: vscode.ConfigurationTarget.Global },
+    { key: "dg.server.pythonPath", value: undefined, target: vscode.ConfigurationTarget.Global },
+  ]);
+  await settle();
+  const client = lc.__instances.at(-1);
+  assert.equal(client.serverOptions.command, pipx);
+  assert.deepEqual(client.serverOptions.args, []);
+});
+
+test("Browse… to a Python interpreter sets dg.server.pythonPath: `<python> -m dg_lsp`", async (t) => {
+  await fakeHome(t);
+  await activateBare({ "dg.server.command": "/opt/dg/nothing-here" });
+  S.quickPickAnswer = (items) => items.at(-1);
+  S.openDialogAnswer = [{ fsPath: process.execPath.replace(/node$/, "python3") }];
+  const choice = await vscode.commands.executeCommand("dg.selectServer");
+  assert.equal(S.quickPicks[0].items.length, 1, "only Browse… when nothing is installed");
+  assert.match(S.quickPicks[0].options.placeHolder, /python3 scripts\/install.py/);
+  assert.equal(choice.kind, "python");
+  assert.equal(S.config["dg.server.pythonPath"], choice.path);
+  assert.equal("dg.server.command" in S.config, false);
+});
+
+test("Escape in the picker changes nothing", async (t) => {
+  await fakeHome(t, ".local/share/dg-lsp/venv/bin/dg-lsp");
+  await activateBare({ "dg.server.pythonPath": process.execPath });
+  S.quickPickAnswer = () => undefined;
+  assert.equal(await vscode.commands.executeCommand("dg.selectServer"), undefined);
+  assert.deepEqual(S.configUpdates, []);
+});
+
+test("a workspace value that shadows the user setting is named", async (t) => {
+  const { paths: [installed] } = await fakeHome(t, ".local/share/dg-lsp/venv/bin/dg-lsp");
+  await activateBare({ "dg.server.pythonPath": process.execPath });
+  S.workspaceConfig["dg.server.pythonPath"] = "/ws/python";
+  S.quickPickAnswer = (items) => items[0];
+  assert.equal((await vscode.commands.executeCommand("dg.selectServer")).path, installed);
+  assert.match(S.messages.at(-1).text, /this workspace sets dg.server.pythonPath/);
+});
+
+test("no setting suggests ${workspaceFolder}: the server is rarely installed in the folder a user opens", async () => {
+  const { readFile } = await import("node:fs/promises");
+  for (const file of ["../../package.json", "../../README.md"]) {
+    const text = await readFile(new URL(file, import.meta.url), "utf8");
+    assert.ok(!text.includes("${workspaceFolder}"), file);
+  }
 });

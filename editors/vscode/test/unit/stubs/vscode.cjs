@@ -83,6 +83,12 @@ function reset() {
   state.inputBoxes = [];
   // What the next showInputBox resolves to: a string (Enter) or undefined (Escape).
   state.inputBoxAnswer = undefined;
+  state.quickPicks = [];
+  state.quickPickAnswer = undefined; // (items) => the item picked, or undefined for Escape
+  state.openDialogs = [];
+  state.openDialogAnswer = undefined; // a list of Uri, or undefined
+  state.configUpdates = [];
+  state.workspaceConfig = {}; // "dg.server.command" -> a workspace-level value (inspect().workspaceValue)
   state.decorationTypes = [];
   state.visibleTextEditors = [];
   state.textDocuments = [];
@@ -131,6 +137,14 @@ const window = {
     state.messages.push({ level: "statusbar", text, items: [timeout] });
     return { dispose() {} };
   },
+  showQuickPick(items, options) {
+    state.quickPicks.push({ items, options });
+    return Promise.resolve(state.quickPickAnswer?.(items));
+  },
+  showOpenDialog(options) {
+    state.openDialogs.push(options);
+    return Promise.resolve(state.openDialogAnswer);
+  },
   showInputBox(options) {
     state.inputBoxes.push(options);
     return Promise.resolve(state.inputBoxAnswer);
@@ -171,6 +185,18 @@ const workspace = {
         const full = section ? `${section}.${key}` : key;
         return full in state.config ? state.config[full] : fallback;
       },
+      inspect(key) {
+        const full = section ? `${section}.${key}` : key;
+        return { key: full, globalValue: state.config[full], workspaceValue: state.workspaceConfig[full] };
+      },
+      /** Writes the value (undefined removes it) and fires onDidChangeConfiguration, as VS Code does. */
+      update(key, value, target) {
+        const full = section ? `${section}.${key}` : key;
+        state.configUpdates.push({ key: full, value, target });
+        if (value === undefined) delete state.config[full];
+        setConfig(value === undefined ? {} : { [full]: value }, [full]);
+        return Promise.resolve();
+      },
     };
   },
   onDidChangeConfiguration: (fn) => state.configEvents.event(fn),
@@ -185,9 +211,8 @@ const workspace = {
 };
 
 /** Changes settings and fires onDidChangeConfiguration like VS Code does. */
-function setConfig(values) {
+function setConfig(values, changed = Object.keys(values)) {
   Object.assign(state.config, values);
-  const changed = Object.keys(values);
   state.configEvents.fire({
     affectsConfiguration: (section) => changed.some((k) => k === section || k.startsWith(`${section}.`)),
   });
@@ -268,6 +293,7 @@ module.exports = {
   OverviewRulerLane: { Left: 1, Center: 2, Right: 4, Full: 7 },
   StatusBarAlignment: { Left: 1, Right: 2 },
   ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
+  ConfigurationTarget: { Global: 1, Workspace: 2, WorkspaceFolder: 3 },
   window,
   commands,
   workspace,

@@ -1,0 +1,35 @@
+"""The system programs the real-editor tiers need (tmux, inotifywait, Emacs with eglot), and what a test does
+without one: under `make test` (DG_REQUIRE_TIERS=1, after tests/editors/system_packages.sh installed what it
+could) it fails naming the package to install; run by hand (plain pytest) it skips with the same line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+# program on PATH -> the Debian package that brings it
+PACKAGES = {"tmux": "tmux", "inotifywait": "inotify-tools", "emacs": "emacs-nox"}
+
+
+def required() -> bool:
+    """Whether a missing program fails the test (make test) rather than skipping it."""
+    return os.environ.get("DG_REQUIRE_TIERS") == "1"
+
+
+def missing(why: str) -> None:
+    """Fail (make test) or skip (plain pytest) with `why`, which names the package to install."""
+    line = f"{why}; `make test` installs it when run as root"
+    if required():
+        pytest.fail(f"this tier must run under make test: {line}", pytrace=False)
+    pytest.skip(line)
+
+
+def need_program(program: str) -> str:
+    """The program's path, else fail or skip naming its package."""
+    path = shutil.which(program)
+    if path is None:
+        missing(f"{program} not installed (apt-get install -y {PACKAGES[program]})")
+    assert path is not None
+    return path
