@@ -110,8 +110,17 @@ def load_into(state: Any, model: str | None, device: str, dtype: str, prefix_cac
         state.attach(engine, path)
         logging.getLogger(__name__).info("model %s loaded", path)
     except Exception as exc:  # noqa: BLE001 -- reported on /health, the service stays up to say so
-        logging.getLogger(__name__).exception("model load failed")
+        if isinstance(exc, (ValueError, FileNotFoundError)) and _refused(exc):  # refused by name: one line
+            logging.getLogger(__name__).error("model load failed: %s", exc)
+        else:
+            logging.getLogger(__name__).exception("model load failed")
         state.fail(f"{type(exc).__name__}: {exc}")
+
+
+def _refused(exc: BaseException) -> bool:
+    from engine.loader import refused
+
+    return refused(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
