@@ -30,6 +30,14 @@ class CheckpointError(ValueError):
     """Missing, unexpected or mis-shaped tensors; the message lists them."""
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether `exc` is a checkpoint refused by name (bad input, not a bug: no such file, a broken GGUF, a config or
+    tensor set the engine cannot serve): its one-line message is all a log needs, no traceback."""
+    from engine.config import ConfigError
+
+    return isinstance(exc, (gguf.GGUFError, CheckpointError, ConfigError, FileNotFoundError))
+
+
 # Encoder tensors (names after "model.encoder.language_model.") that transformers ties to the decoder's under a tied
 # top-level config: its patterns match weights, scales and expert tensors, not biases or buffers.
 _TIED_IN_REFERENCE = re.compile(

@@ -58,8 +58,15 @@ def load_engine(settings: Settings) -> InfillBackend:
 
     if settings.device == "cpu" or (settings.device == "auto" and not torch.cuda.is_available()):
         torch.set_num_threads(1)
-    engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
-                                    prompt_format=settings.prompt_format, weights=settings.weights)
+    from engine.loader import refused
+
+    try:
+        engine = Engine.from_pretrained(settings.model_path, device=settings.device, dtype=settings.dtype,
+                                        prompt_format=settings.prompt_format, weights=settings.weights)
+    except (ValueError, FileNotFoundError) as exc:  # refused by name (engine.formats, engine.loader): one line
+        if refused(exc):
+            raise ModelCheckError(str(exc)) from None
+        raise
     check_engine(engine)
     return engine
 

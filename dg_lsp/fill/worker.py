@@ -103,7 +103,10 @@ class Worker:
             if self._check is not None and gen == self.generation:
                 await self._check_fill(engine)
         except Exception as exc:  # a bad path, a broken checkpoint, no CUDA: report, keep serving
-            log.exception("model load failed")
+            if isinstance(exc, ModelCheckError):  # a checkpoint refused by name: one line, no traceback
+                log.error("model load failed: %s", exc)
+            else:
+                log.exception("model load failed")
             if gen == self.generation:
                 why = str(exc) if isinstance(exc, ModelCheckError) else f"{type(exc).__name__}: {exc}"
                 self.engine, self.state, self.error = None, "error", why

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from engine.config import CheckpointConfig, LayerSpec, RopeSpec, SamplerDefaults, TextConfig, apply_overrides
+from engine.formats.gguf_layout import LayoutError, check_layout
 from engine.formats.gguf_quants import BLOCKS
 from engine.quant.formats import QuantParts
 
@@ -187,13 +188,17 @@ def open_gguf(path: str | Path) -> GGUFInfo:
     fields: dict[str, Any] = {}
     tensors: dict[str, GGUFTensor] = {}
     for i, f in enumerate(files):
+        try:  # bounds, dimensions and extents first: the reader's own failures name no tensor
+            check_layout(f)
+        except LayoutError as exc:
+            raise GGUFError(f"{f}: {exc}") from None
         try:
             reader = GGUFReader(f, "c")  # copy-on-write map: writable numpy views, pages shared with the file
             part_fields = _read_fields(reader)
         except GGUFError as exc:
-            raise GGUFError(f"{f}: {exc}") from exc
-        except Exception as exc:  # noqa: BLE001 -- corrupt or truncated headers surface as many exception types
-            raise GGUFError(f"{f}: not a readable GGUF file ({type(exc).__name__}: {exc})") from exc
+            raise GGUFError(f"{f}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 -- what check_layout does not check (e.g. a key's bytes)
+            raise GGUFError(f"{f}: not a readable GGUF file ({type(exc).__name__}: {exc})") from None
         if i == 0:
             fields = part_fields
         size = f.stat().st_size

@@ -211,7 +211,9 @@ def test_corrupted_file_gets_a_clear_error(tiny, damage):
     bad = root / f"{damage}.gguf"
     bad.write_bytes({"truncated": data[: len(data) - 5000], "header": data[:4] + bytes(range(256)) * 8,
                      "empty": b""}[damage])
-    with pytest.raises(G.GGUFError, match=f"{bad.name}: (truncated|not a readable GGUF file)"):
+    want = {"truncated": r"truncated: tensor \S+ needs bytes [\d,]+\.\.[\d,]+, the file has [\d,]+$",
+            "header": r"GGUF version 50462976 is not supported", "empty": r"truncated header: 0 bytes"}[damage]
+    with pytest.raises(G.GGUFError, match=f"{bad.name}: {want}"):
         Engine.from_pretrained(bad, device="cpu", dtype="float32")
 
 
