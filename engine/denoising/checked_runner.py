@@ -67,22 +67,29 @@ def default_table(t: Target) -> list[Piece]:
     return [*kernel_pieces(t), *step_pieces(t)]
 
 
-def build(target: Target, table: Table = default_table, report: selfcheck.GpuReport | None = None
-          ) -> tuple[StepRunner, selfcheck.GpuReport]:
-    """Check the kernel pieces, install those that passed, check the step pieces with them, and return the runner
-    built from what passed, with the report."""
+def check_kernels(target: Target, table: Table = default_table, report: selfcheck.GpuReport | None = None
+                  ) -> tuple[S.VocabPass, selfcheck.GpuReport]:
+    """The kernel stage alone: check the kernel pieces, install the matmul launchers that passed into the model's
+    `QuantWeight`s; returns the vocabulary pass to serve with (the Triton one only if it passed) and the report.
+    (bench.gpu_quant runs this on the models it builds.)"""
     report = report or selfcheck.GpuReport(str(target.device))
-    pieces = list(table(target))
-    selfcheck.run([p for p in pieces if p.stage == KERNEL], target, report)
-    ok = {p.name: p for p in pieces if p.stage == KERNEL and report.passed(p.name)}
+    kernels = [p for p in table(target) if p.stage == KERNEL]
+    selfcheck.run(kernels, target, report)
+    ok = {p.name: p for p in kernels if report.passed(p.name)}
     install(target.model, {p.meta["fmt"]: p.fast for p in ok.values() if "fmt" in p.meta})
-    vocab: S.VocabPass = ok["vocab_pass"].fast if "vocab_pass" in ok else S.vocab_pass_torch
+    return (ok["vocab_pass"].fast if "vocab_pass" in ok else S.vocab_pass_torch), report
+
+
+def build(target: Target, table: Table = default_table) -> tuple[StepRunner, selfcheck.GpuReport]:
+    """Check the kernel pieces, install those that passed, check the step pieces with them, and return the runner
+    built from what passed, with the report. A step mode whose piece failed is off; one no piece applies to (a
+    compiled step on a CPU) serves as asked."""
+    vocab, report = check_kernels(target, table)
     target = dataclasses.replace(target, vocab=vocab)
     # the step pieces run with the kernels as they will serve, each rebuilt after the one before (so "cuda_graphs"
     # captures the compiled step only if "compile" passed)
-    for i in range(sum(p.stage == STEP for p in pieces)):
+    for i in range(sum(p.stage == STEP for p in table(target))):
         selfcheck.run([[p for p in table(target) if p.stage == STEP][i]], target, report)
         target = dataclasses.replace(target, compile=target.compile and not report.fell_back("compile"))
-    compiled = target.compile and not report.fell_back("compile")
     graphs = target.graphs and not report.fell_back("cuda_graphs")
-    return StepRunner(target.model, vocab, compile=compiled, graphs=graphs), report
+    return StepRunner(target.model, vocab, compile=target.compile, graphs=graphs), report
