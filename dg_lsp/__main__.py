@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine.tools.calibrate import main as calibrate
 
         return calibrate(argv[1:])
+    if argv[:1] == ["doctor"]:  # versions, device, plan, self-checks, a timed fill (engine/tools/doctor.py)
+        from engine.tools.doctor import main as doctor
+
+        return doctor(argv[1:])
     if argv[:1] == ["serve-engine"]:  # the shared engine service (engine/service/cli.py)
         from engine.service.cli import main as serve_engine
 

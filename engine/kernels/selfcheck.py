@@ -54,6 +54,7 @@ class GpuReport:
 
     device: str
     checks: list[Checked] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # pieces of the table that do not apply here (never serve)
 
     def passed(self, name: str) -> bool:
         return any(c.piece == name and c.ok for c in self.checks)
@@ -132,6 +133,7 @@ def run(pieces: Sequence[Piece], target: Target, report: GpuReport) -> GpuReport
         except Exception:  # noqa: BLE001 -- a piece that cannot tell is not used
             applies = False
         if not applies:
+            report.skipped.append(piece.name)
             continue
         checked = check_piece(piece, target)
         (log.info if checked.ok else log.warning)("%s", checked.line())

@@ -1,2 +1,2 @@
 """Command-line tools on a loaded checkpoint: check (`dg-lsp check`), profiling, calibrate
-(`dg-lsp calibrate`)."""
+(`dg-lsp calibrate`), doctor (`dg-lsp doctor`: versions, device, plan, GPU self-checks, a timed fill)."""
