@@ -29,7 +29,9 @@ import torch
 
 from bench.common import emit, machine, median
 from engine.config import parse_text_config
+from engine.denoising.checked_runner import check_kernels
 from engine.formats.gguf_quants import QK_K, quantize_k, quantize_q8_0, row_bytes
+from engine.kernels.table import Target
 from engine.model.transformer import DiffusionGemmaText, KVCache
 from engine.quant import memory
 from engine.quant.formats import FORMATS, QuantParts, quantize
@@ -81,7 +83,9 @@ def build(raw: dict, fmt: str, device: torch.device, dtype: torch.dtype, seed: i
         del w
     swap_in(model, parts)
     model.load_state_dict(state, assign=True, strict=True)
-    return model.eval().requires_grad_(False)
+    model = model.eval().requires_grad_(False)
+    check_kernels(Target(model, device, dtype))  # the Triton matmuls serve once they pass their self-check
+    return model
 
 
 def step_ms(model: DiffusionGemmaText, device: torch.device, context: int, canvas: int,

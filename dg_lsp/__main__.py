@@ -38,6 +38,7 @@ from dg_lsp.wire.tcp import parse_host_port, required_token, serve_tcp  # noqa: 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve-engine": ("engine.service.cli:main", "serve one model to every editor on this machine (or a team)"),
     "calibrate": ("engine.tools.calibrate:main", "measure the confidence gate's threshold for a checkpoint"),
+    "doctor": ("engine.tools.doctor:main", "a report to paste in an issue: versions, device, plan, self-checks"),
 }
 CHECK_ONLY = ("device", "workspace", "weights", "prompt_format")  # flags that mean something only with --check
 

@@ -98,6 +98,7 @@ class DgServer:
         self._after_answer: dict[str, tuple[dict[str, Any], Trace, float]] = {}  # request id -> dg/status body
         self._trim: asyncio.TimerHandle | None = None  # the pending release_memory_soon
         self._calibrated: tuple[InfillBackend | None, float] | None = None  # (backend, its calibrated gate)
+        self._gpu: tuple[InfillBackend, dict[str, Any] | None] | None = None  # (backend, its self-check report)
         # uri -> the last command the confidence gate withheld there: (identity, start, end, rewrite, confidence);
         # its code action offers to run it again with force (dg_lsp.handlers.commands)
         self.withheld: dict[str, tuple[tuple[int, int], int, int, bool, float]] = {}
@@ -146,7 +147,28 @@ class DgServer:
             body["request"] = request
         if self.next_edits.counts.requested:
             body["nextEdit"] = self.next_edits.counts.wire()
+        if (gpu := self.gpu_status()) is not None:
+            body["gpu"] = gpu
         self.client.notify(STATUS, body)
+
+    def gpu_status(self) -> dict[str, Any] | None:
+        """dg/status "gpu": the loaded backend's self-check at load (its settings_in_force "gpu": the pieces checked
+        and those that fell back to the eager path); None when the backend has none. Read once per loaded backend,
+        which is when the one warning about pieces that fell back is shown."""
+        backend = self.worker.engine
+        if backend is None:
+            return None
+        if self._gpu is None or self._gpu[0] is not backend:
+            entry = backend.settings_in_force().get("gpu")
+            value = entry.get("value") if isinstance(entry, dict) else None
+            self._gpu = (backend, value if isinstance(value, dict) else None)
+            fell = self._gpu[1].get("fellBack") if self._gpu[1] is not None else None
+            if fell:
+                what = "; ".join(f"{f.get('piece')} ({f.get('reason')})" for f in fell if isinstance(f, dict))
+                self.warn(f"dg-lsp: {len(fell)} GPU piece(s) failed their self-check and are switched off; the eager "
+                          f"path serves instead (slower, same fills): {what}. Run `dg-lsp doctor` and paste its "
+                          "report into an issue.")
+        return self._gpu[1]
 
     def warn(self, message: str) -> None:
         log.warning("%s", message)

@@ -4,6 +4,7 @@ with a prefix KV cache across calls and cancellation between denoising steps."""
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,10 +16,11 @@ import torch
 from tokenizers import Tokenizer
 
 from engine.config import CheckpointConfig
-from engine.denoising import rng
+from engine.denoising import checked_runner, rng
 from engine.denoising import sampler as S
 from engine.denoising.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
-from engine.denoising.runner import Schedule, StepRunner
+from engine.denoising.runner import Schedule
+from engine.kernels.table import Target
 from engine.loader import load_checkpoint_config, load_model, load_tokenizer
 from engine.model.kv_cache import KVCache, kv_bytes
 from engine.model.prefix_cache import PrefixCache
@@ -36,6 +38,8 @@ from engine.seam import (
     seed_canvases,
 )
 from engine.tokens import PromptFormatError, splits_before_newline
+
+log = logging.getLogger(__name__)
 
 # Encoder chunk per device type: every chunk streams the weights once, and reuse of a cached prefix resumes at a
 # chunk boundary (engine.model.prefix_cache), so a keystroke re-encodes up to one chunk. On CUDA a cold 4,096-token
@@ -142,7 +146,18 @@ class Engine:
         self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
         self.tokenizer_source = "given" if tokenizer is not None else "none"  # said by --check; from_pretrained sets
         model.select_kernels()
-        self._runner = StepRunner(model, S.vocab_pass_for(self._backend()), compile=compile, graphs=self.cuda_graphs)
+        self._want = (cuda_graphs and device.type == "cuda", compile)
+        self.self_check()
+
+    def self_check(self, table: checked_runner.Table = checked_runner.default_table) -> None:
+        """Check the GPU-only pieces the plan would use against their eager references (`table`: the kernel table;
+        tests give doubles) and serve with those that pass (engine.denoising.checked_runner); `gpu` says which."""
+        fmt = self.infill_format
+        canvas = min(fmt.canvas_lengths) if fmt is not None else self.config.canvas_length
+        target = Target(self.model, self.device, self.dtype, self._backend(), *self._want, canvas)
+        with self._lock:
+            self._runner, self.gpu = checked_runner.build(target, table)
+        self.cuda_graphs, self.compile = self._runner.graphs, self._runner.compile
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
@@ -213,7 +228,7 @@ class Engine:
         return CancelToken()
 
     def settings_in_force(self) -> SettingsInForce:
-        return self.config.settings_in_force()
+        return {**self.config.settings_in_force(), "gpu": {"value": self.gpu.wire(), "source": "self-check"}}
 
     def watch_state(self, listener: StateListener) -> None:
         """In-process: the state never changes after loading, so `listener` is never called."""
@@ -363,14 +378,34 @@ class Engine:
         """Fill one infill request (engine.seam.InfillBackend.infill); `on_step` receives every intermediate Draft.
         Beyond the seam, for the engine's own tests and benchmarks: `canvas_length` may be None (the checkpoint's),
         `reference_compatible` and `one_per_step` (see `stream`)."""
-        for draft in self.stream(context_ids, canvas_length, steps, entropy_bound, max_canvases, seed, cancel,
-                                 reference_compatible, one_per_step, draft_text, init_ids, start_noise):
-            if draft.done:
-                assert draft.result is not None
-                return draft.result
-            if on_step is not None:
-                on_step(draft)
+        try:
+            for draft in self.stream(context_ids, canvas_length, steps, entropy_bound, max_canvases, seed, cancel,
+                                     reference_compatible, one_per_step, draft_text, init_ids, start_noise):
+                if draft.done:
+                    assert draft.result is not None
+                    return draft.result
+                if on_step is not None:
+                    on_step(draft)
+        except torch.OutOfMemoryError as exc:  # this fill fails; the engine keeps serving with a smaller cache
+            return self._out_of_memory(exc)
         raise AssertionError("stream ended without a result")
+
+    def _out_of_memory(self, exc: BaseException) -> InfillResult:
+        """An error result for a fill that ran out of device memory, after halving the prefix cache (and emptying
+        it, with CUDA's cached blocks) so that the next fill has room."""
+        with self._lock:
+            cache = self.prefix_cache
+            cache.size = max(1, cache.size // 2)
+            if cache.max_bytes is not None:
+                cache.max_bytes //= 2
+            cache.clear()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        why = (f"out of memory on {self.device} ({first}); the prefix cache now keeps {cache.size} context(s): a "
+               "shorter context, smaller weights (weights=int4) or a larger device avoids it")
+        log.warning("a fill failed: %s", why)
+        return InfillResult(ids=[], text="", steps=0, canvases=0, cancelled=False, reused_prefix_tokens=0, error=why)
 
     def infill_text(self, prefix: str, suffix: str, **kwargs) -> InfillResult:
         return self.infill(self.context_ids(prefix, suffix), **kwargs)

@@ -1,6 +1,7 @@
 """Fused kernels for the engine's hot paths, each with an eager oracle in `reference`: vocab_pass (the sampler's
 pass over the vocabulary), moe_quant (grouped MoE GEMM over int8/int4/fp8 experts), gguf_moe (the same over
-ggml-packed blocks)."""
+ggml-packed blocks). table holds them as pieces beside their references (the kernel table), selfcheck runs the
+pieces that apply at load and keeps those that pass."""
 
 from __future__ import annotations
 

@@ -134,14 +134,20 @@ def check_fit(cfg: TextConfig, fmt: str, free: int, compute_bytes: int = 2, own:
     if fit.fits:
         return fit
     alts = [f for f in _candidates(own) if weight_bytes(cfg, f, compute_bytes) + reserve <= free]
-    head = (f"needs {fit.weights / GB:.1f} GB in {fmt} (+{reserve / GB:.1f} GB for the KV cache and the fill), "
-            f"the device has {free / GB:.1f} GB free")
+    head = (f"needs {fit.weights / GB:.1f} GB in {fmt} (+{reserve / GB:.1f} GB for {kv_words(context_tokens)} and the "
+            f"fill), the device has {free / GB:.1f} GB free")
     if alts:
         best = alts[0]
         raise FitError(f"{head}: try weights={best} ({weight_bytes(cfg, best, compute_bytes) / GB:.1f} GB)")
     smallest = weight_bytes(cfg, "int4", compute_bytes)
     raise FitError(f"{head}; even weights=int4 ({smallest / GB:.1f} GB) does not fit: use a larger device or a "
                    "shorter context")
+
+
+def kv_words(context_tokens: int) -> str:
+    """"a KV cache of 8k context tokens": how the fit messages name the reserve's KV part."""
+    n = f"{context_tokens // 1024}k" if context_tokens % 1024 == 0 else str(context_tokens)
+    return f"a KV cache of {n} context tokens"
 
 
 def _candidates(own: str | None) -> list[str]:

@@ -2,15 +2,17 @@
 `QuantWeight` replaces a 3D expert tensor (the MoE's `grouped_linear` hands it the sorted rows). Which of a model's
 weights get quantized, and the swap on a (meta) model, live here too.
 
-Matmul paths: on CUDA with Triton, the grouped kernel `engine.kernels.moe_quant` (ggml blocks read from a GGUF:
-`engine.kernels.gguf_moe`) dequantizes tiles on the fly (a plain linear is one expert); elsewhere the weight (a whole
-expert stack) is dequantized to the activation dtype and run with torch's dense (grouped) GEMM: correct, slower, a
-transient full-size copy of one weight at a time.
+Matmul paths: with a `kernel` installed (engine.kernels.table.install: on CUDA with Triton, once the launcher passed
+its self-check at load), the grouped kernel `engine.kernels.moe_quant` (ggml blocks read from a GGUF:
+`engine.kernels.gguf_moe`) dequantizes tiles on the fly (a plain linear is one expert); without one the weight (a
+whole expert stack) is dequantized to the activation dtype and run with torch's dense (grouped) GEMM: correct,
+slower, a transient full-size copy of one weight at a time.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +46,8 @@ class QuantWeight(nn.Module):
         super().__init__()
         self.fmt, self.shape, self.group_size = parts.fmt, tuple(parts.shape), parts.group_size
         self.act_dynamic = parts.act_dynamic
+        # (x, parts, offsets) -> (S, N): the Triton launcher for this format, or None (the eager path)
+        self.kernel: Callable[[torch.Tensor, QuantParts, torch.Tensor], torch.Tensor] | None = None
         self.register_buffer("qweight", parts.qweight)
         self.register_buffer("scale", parts.scale)
         self.register_buffer("zero", parts.zero)
@@ -62,29 +66,12 @@ class QuantWeight(nn.Module):
     def _act(self, x: torch.Tensor) -> torch.Tensor:
         return fake_quant_fp8_per_token(x) if self.act_dynamic else x
 
-    def _use_kernel(self, x: torch.Tensor) -> bool:
-        if x.device.type != "cuda":
-            return False
-        from engine.kernels import moe_quant
-
-        return moe_quant.triton is not None
-
-    def _kernel(self):
-        """The Triton launcher for this format: ggml blocks (engine.kernels.gguf_moe) or int8/int4/fp8."""
-        if self.fmt.startswith("gguf:"):
-            from engine.kernels.gguf_moe import gguf_moe_linear
-
-            return gguf_moe_linear
-        from engine.kernels.moe_quant import moe_quant_linear
-
-        return moe_quant_linear
-
     def grouped_linear(self, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """x (S, K) rows sorted by expert, offsets (E,) int32 cumulative row ends (on the device) -> (S, N) in x's
         dtype."""
         x = self._act(x)
-        if self._use_kernel(x):
-            return self._kernel()(x, self.parts, offsets)
+        if self.kernel is not None:
+            return self.kernel(x, self.parts, offsets)
         # Elsewhere: the whole stack (E, N, K) dequantized to x's dtype, then the dense grouped GEMM (torch's
         # grouped_mm; where there is none, a bmm padded to S rows per expert): no loop over experts, and the
         # offsets never leave the device.
@@ -93,13 +80,13 @@ class QuantWeight(nn.Module):
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., K) -> (..., N) for a 2D weight."""
         x = self._act(x)
-        if self._use_kernel(x):
+        if self.kernel is not None:
             flat = x.reshape(-1, x.shape[-1])
             offsets = torch.full((1,), flat.shape[0], dtype=torch.int32, device=x.device)
             parts = self.parts
             one = QuantParts(parts.fmt, (1, *parts.shape), parts.qweight[None], parts.scale[None],
                              parts.zero[None] if parts.zero is not None else None, parts.group_size)
-            return self._kernel()(flat.contiguous(), one, offsets).view(*x.shape[:-1], -1)
+            return self.kernel(flat.contiguous(), one, offsets).view(*x.shape[:-1], -1)
         return F.linear(x, self.dequantize(x.dtype))
 
 

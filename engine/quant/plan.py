@@ -140,6 +140,26 @@ def gguf_weight_bytes(path: str | Path, compute_bytes: int) -> int:
     return total
 
 
+def gguf_fit_message(path: Path, cfg: TextConfig, fit: memory.Fit, compute_bytes: int, context_tokens: int) -> str:
+    """Why a GGUF file does not fit, and what would: weights=int4 (the file dequantized, then quantized to int4 as
+    a bf16 checkpoint would be) when that fits, else a smaller quant of the file or a larger device."""
+    kind = ""
+    try:
+        import gguf as gguf_py
+
+        ftype = gguf.open_gguf(path).fields.get("general.file_type")
+        kind = f" ({gguf_py.LlamaFileType(int(ftype)).name.removeprefix('MOSTLY_')})" if ftype is not None else ""
+    except Exception:  # noqa: BLE001 -- the name is a courtesy; the figures below are what matter
+        kind = ""
+    head = (f"{Path(path).name}{kind} needs {fit.weights / memory.GB:.1f} GB of packed weights "
+            f"(+{fit.reserve / memory.GB:.1f} GB for {memory.kv_words(context_tokens)} and the fill), the device has "
+            f"{fit.free / memory.GB:.1f} GB free")
+    int4 = memory.weight_bytes(cfg, "int4", compute_bytes)
+    if int4 + fit.reserve <= fit.free:
+        return f"{head}: try weights=int4 ({int4 / memory.GB:.1f} GB, quantized from the file at load)"
+    return f"{head}: use a smaller quant of the file (fewer bits per weight) or a larger device"
+
+
 def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dtype: torch.dtype,
             free: int | None = None, context_tokens: int = memory.DEFAULT_CONTEXT_TOKENS) -> WeightPlan:
     """The plan for `weights` (auto | bf16 | int8 | int4 | fp8), after the fit check (raises memory.FitError with
@@ -154,9 +174,7 @@ def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dty
             fit = memory.Fit("gguf", gguf_weight_bytes(path, dtype.itemsize),
                              memory.reserve_bytes(cfg, dtype.itemsize, context_tokens, overhead=overhead), free)
             if not fit.fits:
-                raise memory.FitError(f"{path}: needs {fit.weights / memory.GB:.1f} GB of packed weights "
-                                      f"(+{fit.reserve / memory.GB:.1f} GB for the KV cache and the fill), the device "
-                                      f"has {free / memory.GB:.1f} GB free: use a smaller quant of the file")
+                raise memory.FitError(gguf_fit_message(path, cfg, fit, dtype.itemsize, context_tokens))
             return WeightPlan("gguf", device, dtype, as_stored=True)
         own = None  # an explicit format: every tensor dequantized, then made as from a bf16 checkpoint
     fit = memory.choose(cfg, weights, free, dtype.itemsize, own, context_tokens, memory.overhead_bytes(device))
