@@ -4,7 +4,8 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 figures are not checked, only that they are there.
 
 Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, parity_families, rawlsp, report) are
-libraries of the ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
+libraries of the ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the
+files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
 
