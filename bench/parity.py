@@ -11,6 +11,9 @@ with its logits and one canvas of ids in reference-compatible mode (`--sweep-ste
 `max_abs_logit_diff` covers both parts, `context_lengths` is the sweep's [first, last].
 
     python -m bench.parity [--cases 4] [--lengths 1-64] [--sweep-steps 4] [--quick]
+
+`families`: the mask-diffusion families (Dream, LLaDA) against transformers and the upstream loops
+(bench.parity_families): {"dream": {"max_abs_logit_diff", "tokens_identical", "cases", ...}, "llada": {...}}.
 """
 
 from __future__ import annotations
@@ -128,6 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
     result = run(args.cases if args.cases is not None else (1 if q else 4),
                  args.lengths or range(1, 4 if q else 65),
                  args.sweep_steps if args.sweep_steps is not None else (2 if q else 4), quick=q)
+    from bench.parity_families import run_families  # the mask-diffusion families (Dream, LLaDA)
+
+    result["families"] = run_families(quick=q)
     emit(result)
     return result
 

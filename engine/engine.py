@@ -20,6 +20,8 @@ from engine.denoising import checked_runner, rng
 from engine.denoising import sampler as S
 from engine.denoising.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
 from engine.denoising.runner import Schedule
+from engine.families.contract import MaskFamily
+from engine.families.registry import family_of
 from engine.kernels.table import Target
 from engine.loader import load_checkpoint_config, load_model, load_tokenizer
 from engine.model.kv_cache import KVCache, kv_bytes
@@ -175,6 +177,12 @@ class Engine:
         path = Path(path) if path is not None else default_model_path()
         if not path.is_dir() and not (path.is_file() and path.suffix == ".gguf"):
             raise FileNotFoundError(f"model directory {path} does not exist (nor is it a .gguf file)")
+        family = family_of(path)  # engine.families.registry: a mask-diffusion family has an engine of its own
+        if isinstance(family, MaskFamily):
+            from engine.families.mask_engine import MaskEngine
+
+            return MaskEngine.load(family, path, device=device, dtype=dtype, prompt_format=prompt_format,
+                                   sampler=sampler, weights=weights)
         config = load_checkpoint_config(path, sampler)
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
@@ -263,7 +271,20 @@ class Engine:
                               t_min=d.t_min, t_max=d.t_max, stability_threshold=d.stability_threshold,
                               confidence_threshold=d.confidence_threshold, one_per_step=one_per_step)
 
-    # -- memory --------------------------------------------------------------------------------------------------
+    # -- checks and memory (dg-lsp --check, the checks before "ready") --------------------------------------------
+    def check_logits(self, context_ids: list[int], canvas_length: int) -> torch.Tensor:
+        """(1, C, V) logits of one decoder pass over an all-pad canvas after `context_ids` (finite: sound weights)."""
+        with torch.inference_mode():
+            cache = self.model.encode(torch.tensor([context_ids], dtype=torch.long, device=self.device), KVCache())
+            canvas = torch.zeros((1, canvas_length), dtype=torch.long, device=self.device)
+            return self.model.decode(canvas, cache, None)
+
+    def memory_report(self) -> dict[str, Any]:
+        """engine.quant.memory.report for this checkpoint's shape on this device."""
+        from engine.quant.memory import report
+
+        return report(self.config.text, self.device, self.dtype.itemsize)
+
     def kv_bytes(self, context_tokens: int) -> int:
         """Bytes of the KV cache of one context of `context_tokens` tokens (what each prefix-cache entry holds)."""
         return kv_bytes(self.config.text, context_tokens, self.encode_chunk, self.dtype.itemsize)

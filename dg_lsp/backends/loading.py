@@ -77,8 +77,6 @@ def check_engine(engine: Engine) -> None:
     of 200,000 tokens would not finish, and damaged weights give NaN logits, which decode to empty fills.)"""
     import torch
 
-    from engine.model.kv_cache import KVCache
-
     path = engine.path
     if engine.tokenizer is None:
         raise ModelCheckError(f"{path.name} has no tokenizer.json: the server reads code through the checkpoint's "
@@ -94,11 +92,8 @@ def check_engine(engine: Engine) -> None:
     if bad:
         raise ModelCheckError(f"{path.name}: {len(bad)} weight tensor(s) hold NaN or infinite values (the first: "
                               f"{bad[0]}); the weights file is damaged: export or download it again")
-    with torch.inference_mode():
-        ids = engine.prompt_format.context(engine.encode(CHECK_PREFIX), engine.encode(CHECK_SUFFIX))
-        cache = engine.model.encode(torch.tensor([ids], dtype=torch.long, device=engine.device), KVCache())
-        canvas = torch.zeros((1, min(fmt.canvas_lengths)), dtype=torch.long, device=engine.device)
-        logits = engine.model.decode(canvas, cache, None)  # (1, C, V)
+    ids = engine.prompt_format.context(engine.encode(CHECK_PREFIX), engine.encode(CHECK_SUFFIX))
+    logits = engine.check_logits(ids, min(fmt.canvas_lengths))  # (1, C, V)
     if not bool(torch.isfinite(logits).all()):
         raise ModelCheckError(f"{path.name}: the model's logits on a test prompt are not finite (NaN or infinite): "
                               f"the weights are damaged or do not fit the dtype {engine.dtype}; try dtype float32 "

@@ -7,7 +7,8 @@
 - `auto`: fim when declared, else chat, else an error naming the files that are missing.
 Special ids are always read from the checkpoint's tokenizer; nothing falls back to guessed ids.
 
-Modules: template (find and render a chat template), chat (the chat PromptFormat), answer (a chat answer
+Modules: template (find and render a chat template), chat (the chat PromptFormat), mask (the mask-infill format
+of mask-diffusion families, chosen by their engine), answer (a chat answer
 -> the hole's code).
 """
 

@@ -52,7 +52,6 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
 
         t0 = time.perf_counter()
         from engine.formats import gguf
-        from engine.quant.memory import report
         from engine.quant.plan import gguf_weight_bytes
 
         if model is not None and gguf.is_gguf(model):  # the file's mix before loading: a refusal still names it
@@ -61,7 +60,7 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
                                      weights=weights)
         out.setdefault("checkpoint", {"format": "safetensors"})
         out["checkpoint"]["tokenizer"] = _tokenizer_source(eng)
-        memory = report(eng.config.text, eng.device, eng.dtype.itemsize)
+        memory = eng.memory_report()
         if out["checkpoint"]["format"] == "gguf":
             packed = gguf_weight_bytes(model, eng.dtype.itemsize)
             memory["bytes"]["gguf"] = packed

@@ -3,8 +3,9 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 `bench.service` crashed for weeks after a shared client changed) fails here. Not timing tests (STYLE rule 12): the
 figures are not checked, only that they are there.
 
-Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, rawlsp, report) are libraries of the
-ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the files they write.
+Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, parity_families, rawlsp, report) are
+libraries of the ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the
+files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
 
@@ -29,7 +30,8 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
     "next_edit": (["--quick"], {"tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks", "shown",
                                 "p50_ms", "p95_ms", "seeded_vs_noise"}),
     "memory": (["--quick"], {"model", "memory", "machine"}),
-    "parity": (["--quick"], {"cases", "max_abs_logit_diff", "tokens_identical"}),
+    "parity": (["--quick"], {"cases", "max_abs_logit_diff", "tokens_identical", "families.dream.tokens_identical",
+                             "families.llada.max_abs_logit_diff"}),
     # plots reads a result the suite wrote: the committed one, drawn into the temporary folder
     "plots": ([str(ROOT / "bench" / "results" / "2026-11-30-vm.json"), "--out", "{tmp}"], {"plots"}),
     "quality": (["--quick"], {"holes", "exact_match", "edit_similarity", "parse_ok", "humaneval_items",

@@ -105,7 +105,7 @@ TOP = {
 FOLDERS = {
     "dg_lsp": {"wire", "handlers", "fill", "backends", "context", "nextedit", "devtools"},
     "engine": {"model", "denoising", "formats", "quant", "kernels", "prompts", "service", "tools", "testing", "train",
-               "default_model"},
+               "default_model", "families"},
 }
 FILL_ORDER = ["holes", "prompt", "pipeline", "worker", "edits", "syntax"]  # dg_lsp/fill, in the order a fill runs
 
@@ -144,3 +144,17 @@ def test_test_helpers_live_apart_and_product_code_never_imports_them():
             if "testing" in path.relative_to(ROOT).parts or "train" in path.parts:
                 continue
             assert not {m for m in imports(path) if m.startswith("engine.testing")}, path
+
+
+def test_each_model_family_has_its_own_folder_and_one_registry_line():
+    """engine/families/<name>/ holds a family's config reading and tensor names (config) and its default sampler
+    (sampler); the registry lists each folder's FAMILY once (DiffusionGemma's adapter is a module: its network
+    stays in engine/model/). Adding a family touches its folder and one registry line."""
+    root = ENGINE / "families"
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    registry = (root / "registry.py").read_text()
+    assert folders, "no family folders"
+    for name in folders:
+        assert {"__init__", "config", "sampler"} <= {p.stem for p in (root / name).glob("*.py")}, name
+        assert registry.count(f"    {name}.FAMILY,") == 1, name
+    assert registry.count("    diffusion_gemma.FAMILY,") == 1
