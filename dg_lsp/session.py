@@ -24,11 +24,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcInvalidParams
 
+from dg_lsp.backends.checkpoint import default_model_dir
 from dg_lsp.backends.factory import build_backend
 from dg_lsp.backends.loading import check_fill
 from dg_lsp.config import UNCALIBRATED_MIN_CONFIDENCE, Settings
@@ -36,7 +38,16 @@ from dg_lsp.context.workspace import Workspace
 from dg_lsp.documents import DocumentStore, Encoding, Snapshot
 from dg_lsp.fill.cache import FillCaches, Shown
 from dg_lsp.fill.holes import Hole
-from dg_lsp.fill.pipeline import HOLE_FILL, FillEvents, FillOutcome, FillStats, Policy, Shape, run_fill
+from dg_lsp.fill.pipeline import (
+    HOLE_FILL,
+    LOW_CONFIDENCE,
+    FillEvents,
+    FillOutcome,
+    FillStats,
+    Policy,
+    Shape,
+    run_fill,
+)
 from dg_lsp.fill.worker import Check, Loaded, Worker
 from dg_lsp.memory import TRIM_AFTER_S, release_free_memory
 from dg_lsp.nextedit.state import NextEdits
@@ -53,6 +64,13 @@ DRAFT = "dg/draft"
 # answer out for 3 ms). Keystrokes never wait for it (`keystroke_snapshot`).
 PARSE_SLICE_S, PARSE_IDLE_S = 0.001, 0.003
 COMMAND_PARSE_S = 2.0  # a command waits this long (in slices, the loop serving meanwhile) for a fresh tree
+# Said once per session, the first time the shipped demo model's gate withholds a fill (a new user otherwise sees
+# nothing happen: no ghost text, Tab inserts a tab).
+DEMO_MODEL_WITHHELD = (
+    "dg-lsp is running its built-in demo model, a tiny placeholder: most of its fills fall below its confidence gate "
+    "and are held back, so nothing appears. To see them anyway, run \"Fill hole\" and then its code action \"Fill "
+    "hole anyway\", or set minConfidence to 0 to show every fill. For useful fills, set modelPath to a real "
+    "checkpoint (see the README).")
 
 
 def server_version() -> str:
@@ -106,6 +124,7 @@ class DgServer:
         self.roots: list[str] = []  # the client's workspace folders (paths), from `initialize`
         self.next_edits = NextEdits()  # edit histories, proposals and counts of next edits (dg_lsp.nextedit)
         self.experimental: dict[str, Any] = {}  # initialize's capabilities.experimental (e.g. dgNextEdit)
+        self.told_demo_gate = False  # DEMO_MODEL_WITHHELD has been said in this session
 
     # -- small helpers ----------------------------------------------------------------------------------------
 
@@ -130,6 +149,13 @@ class DgServer:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             self._calibrated = (backend, float(value) if ok else UNCALIBRATED_MIN_CONFIDENCE)
         return self._calibrated[1]
+
+    def on_demo_model(self) -> bool:
+        """Do fills come from the shipped demo model (modelPath, else `--model`, unset or naming it; an
+        OpenAI-compatible server serves its own model and is never gated)?"""
+        path = self.settings.model_path or self.default_model
+        shipped = path is None or Path(path).expanduser().resolve() == default_model_dir().resolve()
+        return shipped and self.settings.backend != "openai"
 
     def state(self) -> str:
         return "disabled" if not self.settings.enabled else self.worker.state
@@ -254,6 +280,9 @@ class DgServer:
                                  worker=self.worker, request_id=request_id, trace=trace,
                                  identity_of=self.store.identity, events=events, related=related, shape=shape)
             out.stats.index = index
+            if out.reason == LOW_CONFIDENCE and not self.told_demo_gate and self.on_demo_model():
+                self.told_demo_gate = True
+                self.client.show_message(T.MessageType.Info, DEMO_MODEL_WITHHELD)
             return out
         finally:
             self._in_flight -= 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from readme_commands import ROOT, Command, Sandbox, json_settings, shell_commands, user_part
+from readme_commands import ROOT, Command, Sandbox, fenced_blocks, json_settings, shell_commands, user_part
 
 MAX_USER_LINES = 300
 FP8 = "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"
@@ -231,3 +231,20 @@ def test_readme_command(cmd: Command, tmp_path: Path, request: pytest.FixtureReq
         return
     proc = None if row.mode == "make" else run_line(box, cmd, COMMANDS[:COMMANDS.index(cmd)], row.mode == "record")
     row.check(cmd, proc, box)
+
+
+def test_the_editor_snippets_point_at_the_plugin_and_its_options():
+    """Lua and Emacs Lisp are not shell: read, not run. The Neovim snippets load the plugin folder of this
+    repository and pass options its config knows; the Emacs snippet starts a `dg-lsp` by absolute path."""
+    blocks = [(lang, body) for lang, body in fenced_blocks(user_part()) if lang in ("lua", "elisp")]
+    assert {lang for lang, _ in blocks} == {"lua", "elisp"}, blocks
+    defaults = (ROOT / "editors/neovim/lua/dg/config.lua").read_text()
+    for lang, body in blocks:
+        if lang == "lua":
+            folder = re.search(r'(?:dir = |rtp:append\()"~/src/dg-lsp/([^"]+)"', body)
+            assert folder and (ROOT / folder.group(1) / "lua/dg/init.lua").is_file(), body
+            for option in re.findall(r"(?:opts = \{|setup\(\{) *(\w+) =", body):
+                assert re.search(rf"^\s+{option} = ", defaults, re.M), (option, body)
+            assert 'main = "dg"' in body or 'require("dg")' in body
+        else:
+            assert re.search(r'eglot-server-programs .*\("/path/to/dg-lsp"\)', body), body
