@@ -22,16 +22,15 @@ from tests.editors.test_neovim import (
     REAL_FILL_S,
     REAL_READY_S,
     STUB_CMD,
-    WHY_NOT,
     Editor,
-    pynvim,
+    neovim_present,  # noqa: F401 -- autouse: fail (make test) or skip without Neovim 0.12
     stub_events,
     wait_for,
 )
 from tests.editors.tiers import need_program
 from tests.nextedit.conftest import apply
 
-pytestmark = [pytest.mark.editor, pytest.mark.skipif(NVIM is None or pynvim is None, reason=WHY_NOT)]
+pytestmark = pytest.mark.editor
 
 MARKS = """
 local ns = require('dg.nextedit').ns

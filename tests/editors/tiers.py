@@ -1,6 +1,7 @@
-"""The system programs the real-editor tiers need (tmux, inotifywait, Emacs with eglot), and what a test does
-without one: under `make test` (DG_REQUIRE_TIERS=1, after tests/editors/system_packages.sh installed what it
-could) it fails naming the package to install; run by hand (plain pytest) it skips with the same line."""
+"""The programs the real-editor tiers need (tmux, inotifywait, Emacs with eglot; Neovim 0.12 and pynvim from the
+dev extras), and what a test does without one: under `make test` (DG_REQUIRE_TIERS=1, after
+tests/editors/system_packages.sh installed what it could) it fails naming the package to install; run by hand
+(plain pytest) it skips with the same line."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def required() -> bool:
     return os.environ.get("DG_REQUIRE_TIERS") == "1"
 
 
-def missing(why: str) -> None:
-    """Fail (make test) or skip (plain pytest) with `why`, which names the package to install."""
-    line = f"{why}; `make test` installs it when run as root"
+def missing(why: str, how: str = "`make test` installs it when run as root") -> None:
+    """Fail (make test) or skip (plain pytest) with `why`, which names the package to install, and `how`."""
+    line = f"{why}; {how}"
     if required():
         pytest.fail(f"this tier must run under make test: {line}", pytrace=False)
     pytest.skip(line)
