@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     from dg_lsp.wire.stdio import serve_stdio
 
     server = build_server(default_model=args.model)
+    if sys.stdin.isatty():  # a person typed `dg-lsp`: say what it waits for, rather than seem to hang
+        print("dg-lsp: serving LSP on stdin/stdout (an editor starts it; Ctrl-D ends; dg-lsp --help lists the "
+              "options)", file=sys.stderr, flush=True)
     return leave(server.worker, serve_stdio(server))
 
 

@@ -10,9 +10,10 @@
   LOG)"), and in full in the log file (`--log-file`, default `log_path(command)`), which is created only when
   something is written to it.
 
-Exit codes (docs/PROTOCOL.md, "Command line"): 0 done; 1 it ran and failed (the model would not load, a check fill
-failed); 2 the command line was refused (a bad flag, a model folder that is not one, a device this machine lacks, an
-address that cannot be bound); 3 another engine service already serves that socket; 130 interrupted.
+Exit codes (docs/PROTOCOL.md, "Starting (the command line)"): 0 done; 1 it ran and failed (the model would not
+load, a check fill failed); 2 the command line was refused (a bad flag, a model folder that is not one, a device
+this machine lacks, an address that cannot be bound); 3 another engine service already serves that socket; 130
+interrupted.
 """
 
 from __future__ import annotations

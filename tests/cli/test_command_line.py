@@ -3,6 +3,8 @@ command or flag, a --token-env without --tcp: each refused in one line with exit
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from cli_harness import run
 
@@ -37,3 +39,14 @@ def test_a_mistake_is_one_line_and_exit_2(tmp_path, args, says):
     out = run(args, tmp_path)
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and says in lines[0], out.stderr
+
+
+def test_a_busy_tcp_port_is_one_line_and_exit_2(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = run(["--tcp", str(port)], tmp_path)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0]
+    assert "address already in use" in lines[0]

@@ -4,8 +4,12 @@ traceback. `dg-lsp </dev/null` once printed an asyncio traceback and waited fore
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 
-from cli_harness import run
+from cli_harness import TIMEOUT_S, child_env, run
 
 
 def frame(message: dict) -> bytes:
@@ -40,3 +44,20 @@ def test_a_regular_file_as_input_is_read_to_its_end(tmp_path):
         out = run([], tmp_path, stdin=f.fileno())
     assert out.returncode == 0, out.stderr
     assert '"id": 2' in out.stdout and "Traceback" not in out.stderr
+
+
+def test_typed_at_a_terminal_it_says_what_it_waits_for_and_ctrl_d_ends_it(tmp_path):
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dg_lsp"], stdin=secondary, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=child_env(tmp_path), cwd=tmp_path, text=True)
+    os.close(secondary)
+    try:
+        os.write(primary, b"\x04")  # Ctrl-D: the terminal's end of input
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+        os.close(primary)
+    assert proc.returncode == 1 and out == "" and "Traceback" not in err
+    first, second = err.strip().splitlines()
+    assert first.startswith("dg-lsp: serving LSP on stdin/stdout (an editor starts it; Ctrl-D ends")
+    assert "the input was empty" in second
