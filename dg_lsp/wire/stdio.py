@@ -86,6 +86,8 @@ class ThreadReader:
 
 async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
     """A reader of `stdin` driven by the event loop, or through a thread pool when that is not possible."""
+    if sys.platform == "win32":  # the proactor loop reads overlapped handles only, not an inherited stdin pipe
+        return ThreadReader(stdin)
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader(limit=CHUNK)
     arrivals = Arrivals()

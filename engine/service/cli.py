@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import ipaddress
 import logging
 import os
@@ -148,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"dg-lsp serve-engine: {problem}", file=sys.stderr)
             return EXIT_USAGE
+        import fcntl  # with --uds only: Unix (an auto-started service elsewhere is on loopback TCP with a key)
+
         lock = open(f"{uds}.lock", "a+")  # noqa: SIM115 -- held (flock) for the life of the process
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
