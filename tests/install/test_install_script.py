@@ -136,3 +136,11 @@ def test_a_step_that_fails_is_one_line_after_its_own_output(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr.splitlines()[-1]
     assert r.stderr.splitlines()[-1].startswith("install.py: this step failed (exit 1): ") and "-m venv" in \
         r.stderr.splitlines()[-1]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in nvidia-smi is a shell script")
+def test_the_makefile_s_torch_only_step_installs_torch_and_nothing_else(tmp_path):
+    r = dry_run(tmp_path, "--torch-only", "--torch-index", "https://download.pytorch.org/whl/cpu", gpu=False)
+    assert r.returncode == 0, r.stderr
+    plans = [line for line in r.stdout.splitlines() if line.startswith("$ ")]
+    assert len(plans) == 2 and "torch==2.13.0" in plans[-1] and "dg-lsp will be" not in r.stdout
