@@ -11,8 +11,9 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@# torch first, chosen as the user install chooses it (scripts/install.py): the CPU build without an NVIDIA GPU
-	@# (PyPI's Linux torch is a CUDA build with ~3 GB of NVIDIA packages), the CUDA build with one.
-	$(BIN)/python scripts/install.py --venv $(VENV) --torch-only
+	@# (PyPI's Linux torch is a CUDA build with ~3 GB of NVIDIA packages), the CUDA build with one. Its options
+	@# through TORCH_ARGS, e.g. make setup TORCH_ARGS="--torch-index https://download.pytorch.org/whl/cu126".
+	$(BIN)/python scripts/install.py --venv $(VENV) --torch-only $(TORCH_ARGS)
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,bench,cuda]'

@@ -25,7 +25,8 @@ MMAP_THRESHOLD = 128 * 1024  # glibc's default start value, kept fixed (see use_
 
 def use_system_allocator(argv: Sequence[str]) -> None:
     """Re-execute `python -m dg_lsp argv` under PYTHONMALLOC=malloc, unless PYTHONMALLOC is set already or this is
-    not glibc (no malloc_trim to give the memory back). Returns only when it does not re-execute."""
+    not glibc (no malloc_trim to give the memory back; no re-execution on macOS or Windows). Returns only when it
+    does not re-execute."""
     if "PYTHONMALLOC" in os.environ or _trim() is None:
         return
     # A fixed mmap threshold: glibc otherwise raises it after each big free (up to 32 MB), and a closed document's
@@ -42,9 +43,19 @@ def release_free_memory() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
+def glibc() -> bool:
+    """This process runs on glibc (not macOS, Windows or musl, which have no malloc_trim)."""
+    try:
+        return sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (AttributeError, ValueError, OSError):  # no os.confstr (Windows), or a libc without the name
+        return False
+
+
 def _trim():
+    if not glibc():
+        return None
     name = ctypes.util.find_library("c")
-    if name is None or not sys.platform.startswith("linux"):
+    if name is None:
         return None
     try:
         return ctypes.CDLL(name).malloc_trim

@@ -185,10 +185,21 @@ def main(argv: list[str] | None = None) -> int:
     exe = venv_exe(venv, "dg-lsp")
     if not args.dry_run:
         run([str(exe), "--version"], False)
-    print(f"\ndg-lsp is {exe}\nPoint your editor at it (or put its folder on PATH); check the model with:\n"
-          f"  {exe} --check\n\n{PIPX}")
+    print(f"\ndg-lsp {'will be' if args.dry_run else 'is'} {exe}\nPoint your editor at it (or put its folder on "
+          f"PATH); check the model with:\n  {exe} --check\n\n{PIPX}")
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """main, with a step that fails said in one line (pip's own output above it says why)."""
+    try:
+        return main(argv)
+    except subprocess.CalledProcessError as e:
+        print(f"install.py: this step failed (exit {e.returncode}): {' '.join(map(str, e.cmd))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -23,7 +23,7 @@ from typing import Any, Literal, overload
 
 import httpx
 
-from dg_lsp.backends.autostart import AutoStart, socket_path
+from dg_lsp.backends.autostart import AutoStart, local_service
 from dg_lsp.backends.checkpoint import LocalCheckpoint, load_local
 from dg_lsp.backends.remote import (
     LocalSide,
@@ -110,15 +110,21 @@ class ServiceBackend(LocalSide):
     @classmethod
     def connect(cls, settings: Any, ready_timeout_s: float = READY_TIMEOUT_S) -> ServiceBackend:
         headers = {"Authorization": f"Bearer {key}"} if (key := api_key_from(settings.api_key_env)) else {}
+        mine = None
         if settings.endpoint:
             endpoint = Endpoint.parse(settings.endpoint)
-        else:
-            endpoint = Endpoint("http://dg-engine", str(socket_path(settings.model_path, settings.device,
-                                                                    settings.dtype, settings.prompt_format)))
+        else:  # this user's own service: a Unix socket, or loopback TCP with a token (dg_lsp.backends.autostart)
+            mine = local_service(settings.model_path, settings.device, settings.dtype, settings.prompt_format)
+            endpoint = Endpoint(mine.url, mine.uds)
+            if mine.token is not None:
+                headers = {"Authorization": f"Bearer {mine.token}"}
         starter = None
         if settings.auto_start and endpoint.uds:
             starter = AutoStart(Path(endpoint.uds), settings.model_path, settings.device, settings.dtype,
                                 settings.prompt_format)
+        elif settings.auto_start and mine is not None:
+            starter = AutoStart(mine.base, settings.model_path, settings.device, settings.dtype,
+                                settings.prompt_format, tcp=mine)
         with endpoint.client(HEALTH_TIMEOUT_S * 4, headers, sync=True) as http:
             def ping() -> bool:
                 return _health(http) is not None

@@ -101,6 +101,8 @@ def selectable(stdin: BinaryIO) -> bool:
 
 async def pipe_reader(stdin: BinaryIO) -> PipeReader | ThreadReader:
     """A reader of `stdin` driven by the event loop, or through a thread pool when that is not possible."""
+    if sys.platform == "win32":  # the proactor loop reads overlapped handles only, not an inherited stdin pipe
+        return ThreadReader(stdin)
     if not selectable(stdin):
         log.info("stdin is read through a thread pool: the event loop cannot watch it")
         return ThreadReader(stdin)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import ipaddress
 import logging
 import os
@@ -236,6 +235,8 @@ def _listening(args: argparse.Namespace) -> Iterator[socket.socket]:
     problem = private_dir_problem(uds.parent)
     if problem:
         raise Refused(problem)
+    import fcntl  # with --uds only: Unix (an auto-started service elsewhere is on loopback TCP with a key)
+
     with open(f"{uds}.lock", "a+") as lock:  # held (flock) for the life of the process
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -107,7 +107,7 @@ def test_a_dry_run_on_a_gpu_machine_plans_the_cuda_extra_and_changes_nothing(tmp
     assert "GPU 0: NVIDIA H100" in r.stdout and "driver 590" in r.stdout and "torch build: cuda" in r.stdout
     assert f"torch==2.13.0 --index-url {index}" in r.stdout
     assert f"install {Path(SCRIPT).parents[1]}[cuda]" in r.stdout
-    assert "dg-lsp is " in r.stdout and not (tmp_path / "venv").exists()
+    assert "dg-lsp will be " in r.stdout and not (tmp_path / "venv").exists()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the stand-in nvidia-smi is a shell script")
@@ -126,3 +126,21 @@ def test_a_wrong_source_is_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip() == f"install.py: {tmp_path / 'nope.whl'} is not a wheel or a " \
                                                       "dg-lsp clone"
+
+
+def test_a_step_that_fails_is_one_line_after_its_own_output(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a venv cannot be made inside a file
+    r = subprocess.run([sys.executable, str(SCRIPT), "--venv", str(blocker / "venv"), "--torch-index",
+                        "https://download.pytorch.org/whl/cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr.splitlines()[-1]
+    assert r.stderr.splitlines()[-1].startswith("install.py: this step failed (exit 1): ") and "-m venv" in \
+        r.stderr.splitlines()[-1]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in nvidia-smi is a shell script")
+def test_the_makefile_s_torch_only_step_installs_torch_and_nothing_else(tmp_path):
+    r = dry_run(tmp_path, "--torch-only", "--torch-index", "https://download.pytorch.org/whl/cpu", gpu=False)
+    assert r.returncode == 0, r.stderr
+    plans = [line for line in r.stdout.splitlines() if line.startswith("$ ")]
+    assert len(plans) == 2 and "torch==2.13.0" in plans[-1] and "dg-lsp will be" not in r.stdout
