@@ -128,7 +128,9 @@ def run(model: str | None = None, device: str = "auto", weights: str = "auto", t
 
 
 def _gb(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1e9:.2f} GB"
+    if n is None:
+        return "?"
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def text(r: dict[str, Any]) -> str:
@@ -139,7 +141,8 @@ def text(r: dict[str, Any]) -> str:
         extra = f", compute capability {d['capability']}, {_gb(d['total_bytes'])} total" if "capability" in d else ""
         lines.append(f"device: {d['device']} ({d['name']}{extra}): {_gb(d['free_bytes'])} free")
     if p := r.get("plan"):
-        lines.append(f"plan: {r['model']}: weights {p['weights']} ({p['dtype']} compute), {_gb(p['weight_bytes'])}; "
+        stored = "unquantized" if p["weights"] == "bf16" else p["weights"]  # engine.quant: "bf16" = the compute dtype
+        lines.append(f"plan: {r['model']}: weights {stored} ({p['dtype']} compute), {_gb(p['weight_bytes'])}; "
                      f"KV {p['kv_bytes_per_token']} bytes per context token ({_gb(p['kv_bytes_4k_context'])} for 4k)")
     if s := r.get("self_checks"):
         lines.append(f"self-checks on {s['device']}: {len(s['pieces'])} checked, {len(s['fellBack'])} fell back; "
