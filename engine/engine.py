@@ -141,8 +141,6 @@ class Engine:
         self.vocab_size = config.text.vocab_size
         budget = infill_format.max_context_tokens if infill_format is not None else None
         self.encode_chunk = encode_chunk or encode_chunk_for(device, budget)
-        self.cuda_graphs = cuda_graphs and device.type == "cuda"
-        self.compile = compile
         self._lock = threading.RLock()  # re-entrant: a stream closed by the GC mid-step releases its run
         self.prefix_cache = PrefixCache(prefix_cache_size, self.encode_chunk, prefix_cache_bytes)
         self.weights = "bf16"  # how the weights are stored (engine.quant.formats.FORMATS); set by from_pretrained
@@ -412,19 +410,13 @@ class Engine:
         raise AssertionError("stream ended without a result")
 
     def _out_of_memory(self, exc: BaseException) -> InfillResult:
-        """An error result for a fill that ran out of device memory, after halving the prefix cache (and emptying
-        it, with CUDA's cached blocks) so that the next fill has room."""
+        """The error result of a fill that ran out of device memory, once the prefix cache is halved and emptied."""
         with self._lock:
-            cache = self.prefix_cache
-            cache.size = max(1, cache.size // 2)
-            if cache.max_bytes is not None:
-                cache.max_bytes //= 2
-            cache.clear()
+            kept = self.prefix_cache.shrink()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
-        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
-        why = (f"out of memory on {self.device} ({first}); the prefix cache now keeps {cache.size} context(s): a "
-               "shorter context, smaller weights (weights=int4) or a larger device avoids it")
+        why = (f"out of memory on {self.device} ({' '.join(str(exc).split())[:160]}); the prefix cache now keeps "
+               f"{kept} context(s): a shorter context, smaller weights (weights=int4) or a larger device avoids it")
         log.warning("a fill failed: %s", why)
         return InfillResult(ids=[], text="", steps=0, canvases=0, cancelled=False, reused_prefix_tokens=0, error=why)
 

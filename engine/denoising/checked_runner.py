@@ -24,6 +24,7 @@ from engine.model.kv_cache import KVCache
 
 Table = Callable[[Target], Sequence[Piece]]  # the kernel table for a target (tests give their own)
 CONTEXT_TOKENS = 16
+STEP_TOLERANCE = 0.25
 SCHEDULE = Schedule(key=7, steps=8, t_min=0.4, t_max=0.8, bound=0.5, confidence=0.005)
 
 
@@ -48,8 +49,9 @@ def eager_step(t: Target) -> Callable[[KVCache, int], torch.Tensor]:
 
 def step_pieces(t: Target) -> list[Piece]:
     """"compile" (with graphs off) and "cuda_graphs" (with the step compiled when that passed): one step each against
-    the eager runner, the canvas ids compared. A 10% tolerance: a compiled step rounds differently, and a random
-    context's near-ties may flip; a broken one gets most of the canvas wrong."""
+    the eager runner, the canvas ids compared. A 25% tolerance: a compiled or captured step rounds differently (a
+    bucket pads the context, Inductor fuses), and on a meaningless 16-token context a bf16 model has near-ties that
+    may flip (one position is 1/C of the canvas); a broken capture or compile gets most of the canvas wrong."""
     def compiled(cache: KVCache, canvas: int) -> torch.Tensor:
         return one_step(StepRunner(t.model, t.vocab, compile=True), cache, canvas)
 
@@ -59,8 +61,9 @@ def step_pieces(t: Target) -> list[Piece]:
     def accel_compile(t: Target) -> bool:
         return t.compile and t.device.type != "cpu"
 
-    return [Piece("compile", compiled, eager_step(t), 0.1, accel_compile, step_inputs, mismatch, STEP, timeout_s=600.0),
-            Piece("cuda_graphs", graphed, eager_step(t), 0.1, lambda t: t.graphs, step_inputs, mismatch, STEP)]
+    tol = STEP_TOLERANCE
+    return [Piece("compile", compiled, eager_step(t), tol, accel_compile, step_inputs, mismatch, STEP, timeout_s=600.0),
+            Piece("cuda_graphs", graphed, eager_step(t), tol, lambda t: t.graphs, step_inputs, mismatch, STEP)]
 
 
 def default_table(t: Target) -> list[Piece]:

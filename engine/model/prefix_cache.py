@@ -65,6 +65,13 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def shrink(self) -> int:
+        """After running out of device memory: half the entries (and bytes) from now on, none kept now."""
+        self.size = max(1, self.size // 2)
+        self.max_bytes = self.max_bytes // 2 if self.max_bytes is not None else None
+        self.clear()
+        return self.size
+
     def nbytes(self) -> int:
         """Bytes held (tensors shared between entries counted once)."""
         seen, total = set(), 0

@@ -83,6 +83,7 @@ def timed_fill(eng: Any) -> dict[str, Any]:
     ids = fmt.context(eng.encode(SAMPLE_PREFIX), eng.encode(SAMPLE_SUFFIX))
     canvas = min(fmt.canvas_lengths)
     cold = eng.infill(ids, canvas_length=canvas)
+    eng.clear_prefix_cache()  # the timed fill encodes its whole context
     res = eng.infill(ids, canvas_length=canvas, seed=1)
     if res.error is not None:
         raise RuntimeError(res.error)
@@ -99,10 +100,12 @@ def run(model: str | None = None, device: str = "auto", weights: str = "auto", t
     from engine.engine import Engine, resolve_device
     from engine.quant.modules import weight_bytes
 
-    t0 = time.perf_counter()
+    t0, threads = time.perf_counter(), torch.get_num_threads()
     out: dict[str, Any] = {"ok": False, "versions": versions(), "model": model or "default"}
     try:
         dev = resolve_device(device)
+        if dev.type == "cpu":  # as the server runs the engine there (dg_lsp.backends.loading.load_engine)
+            torch.set_num_threads(1)
         out["device"] = device_info(dev)
         eng = Engine.from_pretrained(model, device=dev, weights=weights)  # the fit check raises before loading
         if table is not None:
@@ -123,12 +126,16 @@ def run(model: str | None = None, device: str = "auto", weights: str = "auto", t
         out["ok"] = not eng.gpu.failed()
     except Exception as exc:  # noqa: BLE001 -- a diagnostic: say what failed, keep what was found
         out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        torch.set_num_threads(threads)
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out
 
 
 def _gb(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1e9:.2f} GB"
+    if n is None:
+        return "?"
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def text(r: dict[str, Any]) -> str:
@@ -139,7 +146,8 @@ def text(r: dict[str, Any]) -> str:
         extra = f", compute capability {d['capability']}, {_gb(d['total_bytes'])} total" if "capability" in d else ""
         lines.append(f"device: {d['device']} ({d['name']}{extra}): {_gb(d['free_bytes'])} free")
     if p := r.get("plan"):
-        lines.append(f"plan: {r['model']}: weights {p['weights']} ({p['dtype']} compute), {_gb(p['weight_bytes'])}; "
+        stored = "unquantized" if p["weights"] == "bf16" else p["weights"]  # engine.quant: "bf16" = the compute dtype
+        lines.append(f"plan: {r['model']}: weights {stored} ({p['dtype']} compute), {_gb(p['weight_bytes'])}; "
                      f"KV {p['kv_bytes_per_token']} bytes per context token ({_gb(p['kv_bytes_4k_context'])} for 4k)")
     if s := r.get("self_checks"):
         lines.append(f"self-checks on {s['device']}: {len(s['pieces'])} checked, {len(s['fellBack'])} fell back; "

@@ -193,3 +193,39 @@ def test_an_oom_during_a_fill_is_an_error_result_and_the_engine_keeps_serving(ti
     assert eng.prefix_cache.size == 2 and len(eng.prefix_cache) == 0
     monkeypatch.setattr(eng.model, "encode", real)
     assert fill(eng) == healthy
+
+
+def test_the_real_pieces_pass_their_checks_in_the_interpreter(tiny_mixed):
+    """The table's own pieces (inputs, reference, tolerance) on the real kernels, run by Triton's interpreter in a
+    child process: the vocabulary pass and the int8 / int4 matmuls pass and then serve. (On a CPU they do not apply
+    unless made to: the interpreter is a test harness, not a product path.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    code = f"""
+import dataclasses, json
+from engine.denoising.checked_runner import default_table
+from engine.engine import Engine
+from engine.quant.modules import QuantWeight
+out = {{}}
+for weights in ("int8", "int4"):
+    eng = Engine.from_pretrained({str(tiny_mixed)!r}, device="cpu", weights=weights, sampler_backend="triton")
+    eng.self_check(lambda t: [dataclasses.replace(p, applies=lambda t: True) if p.name.startswith("moe_quant") else p
+                              for p in default_table(t)])
+    kernels = {{getattr(m.kernel, "__name__", None) for m in eng.model.modules() if isinstance(m, QuantWeight)}}
+    res = eng.infill(eng.context_ids("def add(a, b):", ""), canvas_length=16, steps=2, seed=1)
+    out[weights] = dict(gpu=eng.gpu.wire(), kernels=sorted(map(str, kernels)), steps=res.steps, error=res.error)
+print(json.dumps(out))
+"""
+    env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for weights in ("int8", "int4"):
+        got = out[weights]
+        assert got["gpu"]["checked"] == ["vocab_pass", f"moe_quant:{weights}"] and got["gpu"]["fellBack"] == [], got
+        assert got["kernels"] == ["moe_quant_linear"] and got["steps"] >= 1 and got["error"] is None, got
