@@ -52,7 +52,7 @@ else
   TINY="$EXT_DIR/.e2e/tiny-model"
   [ -f "$TINY/config.json" ] || (cd "$REPO_ROOT" && "$PY" -c "from engine.testing.tiny import build_tiny_checkpoint; build_tiny_checkpoint('$TINY')")
   step "e2e (code-server + chromium + dg-lsp, tiny random checkpoint)"
-  "$NODE24" test/e2e/run.mjs --server real --model "$TINY" --only ghost,toggle
+  "$NODE24" test/e2e/run.mjs --server real --model "$TINY" --only ghost,toggle,families
   step "e2e (code-server + chromium + protocol stub server: rewrite, fill, code action, instruction, next edits, missing command)"
   "$NODE24" test/e2e/run.mjs --server stub --only rewrite,fill,codeaction,instruct,nextedit,nexttyping,nextindicator,nextghost,missing
 fi

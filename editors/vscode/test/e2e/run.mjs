@@ -15,6 +15,10 @@
 //   8. dg.modelPath naming a GGUF file (the shipped weights written as Q8_0/F32 by
 //      `python -m engine.formats.gguf_write`, its tokenizer only in the file's metadata): the server reloads to
 //      ready, "Dg: Fill Hole" fills at the cursor, and one undo restores the file (real server only);
+//   family-dream, family-llada: dg.modelPath naming a tiny mask-diffusion checkpoint in its published layout (a
+//      Dream, a LLaDA; written by engine.testing.families into the run's temp folder): the server reloads to ready,
+//      "Dg: Fill Hole" inserts a one-line fill at the cursor in a plain-text file, nothing else changes, and one undo
+//      restores the file (real server only; --only families selects both);
 //   9. with a server command that does not exist: a clear error naming the setting, "Dg: error" in the
 //      status bar, and "Set the path" opens the Settings editor at dg.server.command (runs last).
 //   Next edits (before 8; each turns dg.nextEdit on in the workspace settings, off elsewhere):
@@ -27,7 +31,7 @@
 //          --model DIR (dg.modelPath; default: the server's shipped model; env DG_E2E_MODEL also works)
 //          --update-screenshot (write the screenshots to media/ghost-text.png and media/next-edit.png)
 //          --only ghost,rewrite,fill,codeaction,instruct,toggle,withheld,nextedit,nexttyping,nextindicator,nextghost,
-//                 gguf,missing (a subset; status always runs first)
+//                 families,family-dream,family-llada,gguf,missing (a subset; status always runs first)
 //          --keep (leave code-server running and print its URL)
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -167,6 +171,8 @@ const FILES = {
   "nes_dismiss.txt": NES_TEXT,
   "nes_indicator.txt": NES_TEXT,
   "ghost_nes.py": "import math\n\n\n",
+  "family_dream.txt": "shopping list\n- apples\n- pears\n- plums\n",
+  "family_llada.txt": "shopping list\n- apples\n- pears\n- plums\n",
   "gguf.py": "import math\n\n\ndef distance(p, q):\n    dx = q[0] - p[0]\n    dy = q[1] - p[1]\n    return math.\n",
 };
 
@@ -805,6 +811,57 @@ async function ggufModelFills(page, ctx) {
   rmSync(dir, { recursive: true, force: true });
 }
 
+// The mask-diffusion families' tiny checkpoints (engine/testing/families.py), written once per run by one Python
+// process into the run's temp folder: {family: dir}.
+const FAMILY_SHAPES = { dream: "gqa_untied", llada: "mha" };
+const WRITE_FAMILIES = `import json, sys
+from pathlib import Path
+from engine.testing.families import tiny_family
+root, shapes = Path(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps({f: str(tiny_family(root / f"{f}-tiny", f, v, seed=4)[0]) for f, v in shapes.items()}))`;
+
+async function familyModels(ctx) {
+  ctx.families ??= run(join(REPO_ROOT, ".venv/bin/python"),
+    ["-c", WRITE_FAMILIES, join(ctx.work, "families"), JSON.stringify(FAMILY_SHAPES)], { cwd: REPO_ROOT, env: serverEnv() })
+    .then((out) => JSON.parse(out.trim().split("\n").filter((l) => l.startsWith("{")).at(-1)));
+  return ctx.families;
+}
+
+/** dg.modelPath names the family's tiny checkpoint: reload to ready, then "Dg: Fill Hole" at the end of a line of a
+ * plain-text file (no syntax gate for a random model's text) inserts one line of text there and nothing else. */
+async function familyFills(family, page, ctx) {
+  const dir = (await familyModels(ctx))[family];
+  log(`${family}: ${dir}`);
+  const statusAt = await page.evaluate(() => window.__dgStatus.length);
+  mkdirSync(join(ctx.ws, ".vscode"), { recursive: true });
+  writeFileSync(join(ctx.ws, ".vscode/settings.json"), JSON.stringify({ "dg.modelPath": dir }, null, 2));
+  await waitFor(async () => {
+    const since = await page.evaluate((k) => window.__dgStatus.slice(k), statusAt);
+    const loading = since.findIndex((t) => /Dg: loading/.test(t));
+    return loading >= 0 && since.slice(loading).some((t) => /Dg: ready/.test(t));
+  }, FILL_TIMEOUT, `the ${family} checkpoint to load (loading -> ready)`, page);
+  const name = `family_${family}.txt`;
+  const before = FILES[name];
+  await openFile(page, name);
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End"); // after "- pears"
+  await runCommand(page, "Dg: Fill Hole");
+  await waitForEdit(page, `the fill from the ${family} checkpoint`);
+  const after = await saveAndRead(page, ctx, name);
+  log(`after fill: ${JSON.stringify(after)}`);
+  const at = before.indexOf("- pears") + "- pears".length;
+  const [head, tail] = [before.slice(0, at), before.slice(at)];
+  const inserted = after.slice(head.length, after.length - tail.length);
+  if (!after.startsWith(head) || !after.endsWith(tail) || after.length <= before.length || inserted.includes("\n")) {
+    throw new Error(`the fill is not one line at the cursor: ${JSON.stringify(after)}`);
+  }
+  await page.keyboard.press("Control+z");
+  const undone = await saveAndRead(page, ctx, name);
+  if (undone !== before) throw new Error(`one undo did not restore the file: ${JSON.stringify(undone)}`);
+}
+
 async function missingServerCommand(page, ctx) {
   // Point the extension at a command that does not exist (workspace settings override the user's); it
   // restarts on dg.server.* changes.
@@ -880,6 +937,7 @@ async function main() {
     await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
     log("workbench loaded");
 
+    const ctx = { ws, ud, work };
     const scenarios = [
       ["status", "status bar goes loading -> ready", statusLoadingToReady],
       ["ghost", "ghost text after a function header; Tab accepts it", ghostTextAndTab],
@@ -893,10 +951,14 @@ async function main() {
       ["nexttyping", "Escape and typing dismiss a next edit; a proposal for an older version is never applied", nextEditTypingDismisses],
       ["nextindicator", "indicator-only: a gutter mark, Tab left alone, Dg: Accept Next Edit applies it", nextEditIndicatorOnly],
       ["nextghost", "with ghost text shown no next edit is asked for, and Tab accepts the ghost text", ghostTextWinsTab],
+      ...Object.keys(FAMILY_SHAPES).map((f) => [`family-${f}`,
+        `dg.modelPath names a tiny ${f} checkpoint (published layout): reload to ready, Dg: Fill Hole fills one line, one undo`,
+        (page, ctx) => familyFills(f, page, ctx)]),
       ["gguf", "dg.modelPath names a GGUF file: reload to ready, Dg: Fill Hole fills, one undo restores", ggufModelFills],
       ["missing", "a missing server command: clear error, 'Set the path' opens the setting", missingServerCommand],
-    ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key))
-      .filter(([key]) => (key !== "gguf" && key !== "withheld") || SERVER === "real");
+    ].filter(([key]) => key === "status" || !ONLY?.length || ONLY.includes(key)
+        || (key.startsWith("family-") && ONLY.includes("families")))
+      .filter(([key]) => (key !== "gguf" && key !== "withheld" && !key.startsWith("family-")) || SERVER === "real");
     for (const [i, [, name, fn]] of scenarios.entries()) {
       if (i > 0 && !results[0]) {
         skipped++;
@@ -905,7 +967,7 @@ async function main() {
       }
       const start = Date.now();
       try {
-        await fn(page, { ws, ud });
+        await fn(page, ctx);
         results.push(true);
         console.log(`ok ${i + 1} - ${name} (${((Date.now() - start) / 1000).toFixed(1)}s)`);
       } catch (err) {
