@@ -8,7 +8,8 @@ generation_config.json (two eos ids, its sampler settings) both sides read.
 Two parts per config: `--cases` prompts of 8, 21, 34, ... tokens (logits, then 2 canvases of ids), and a sweep over
 every context length in `--lengths` (default 1-64: one token up, where one-row GEMMs take other kernels), each
 with its logits and one canvas of ids in reference-compatible mode (`--sweep-steps` denoising steps).
-`max_abs_logit_diff` covers both parts, `context_lengths` is the sweep's [first, last].
+`max_abs_logit_diff` covers both parts, `context_lengths` is the sweep's [first, last]. `gguf`: the same cases and
+sweep for F32 and Q8_0 GGUFs against their safetensors twin (bench.parity_gguf).
 
     python -m bench.parity [--cases 4] [--lengths 1-64] [--sweep-steps 4] [--quick]
 
@@ -58,6 +59,7 @@ def _configs(quick: bool) -> list[tuple[str, object]]:
 def run(cases: int, lengths: range, sweep_steps: int, quick: bool = False) -> dict:
     from transformers import DiffusionGemmaForBlockDiffusion
 
+    from bench.parity_gguf import run_gguf
     from engine.engine import Engine
     from engine.seam import HoleInfo
     from engine.testing.tiny import generated_ids, logit_diff
@@ -88,6 +90,7 @@ def run(cases: int, lengths: range, sweep_steps: int, quick: bool = False) -> di
                 ctx = torch.randint(3, eng.vocab_size, (n_ctx,), generator=gs).tolist()
                 want, got = generated_ids(eng, ref, ctx, n_ctx, eng.config.canvas_length, sweep_steps)
                 sweep.append((name, n_ctx, diff, got == want))
+        gguf = run_gguf(Path(tmp), cases, lengths, sweep_steps)  # its table comes first
     print(f"{'config':<18}{'context':>8}{'max|dlogit|':>14}{'new ids':>9}{'identical':>11}")
     for name, n_ctx, diff, n, same in rows:
         print(f"{name:<18}{n_ctx:>8}{diff:>14.2e}{n:>9}{str(same):>11}")
@@ -105,7 +108,8 @@ def run(cases: int, lengths: range, sweep_steps: int, quick: bool = False) -> di
             "context_lengths": [lengths.start, lengths.stop - 1], "sweep_cases": len(sweep),
             "sweep_max_abs_logit_diff": max((r[2] for r in sweep), default=0.0),
             "sweep_tokens_identical": sum(r[3] for r in sweep),
-            "sweep_not_exact": sorted({(r[0], r[1]) for r in sweep if r[2] or not r[3]}), "quick": quick}
+            "sweep_not_exact": sorted({(r[0], r[1]) for r in sweep if r[2] or not r[3]}), "quick": quick,
+            "gguf": gguf}
 
 
 def _lengths(text: str) -> range:

@@ -180,8 +180,9 @@ def _read_fields(reader) -> dict[str, Any]:
     return out
 
 
-def open_gguf(path: str | Path) -> GGUFInfo:
-    """Map the file(s) and check the architecture, the tensor types and extents. Raises GGUFError."""
+def open_gguf(path: str | Path, arch: str | tuple[str, ...] = ARCH) -> GGUFInfo:
+    """Map the file(s) and check the architecture (`arch`: the one, or ones, accepted), the tensor types and
+    extents. Raises GGUFError."""
     from gguf import GGUFReader
 
     files = gguf_files(path)
@@ -211,9 +212,11 @@ def open_gguf(path: str | Path) -> GGUFInfo:
             if t.name in tensors:
                 raise GGUFError(f"{f}: tensor {t.name} appears twice")
             tensors[t.name] = GGUFTensor(t.name, qtype, shape, int(t.n_bytes), t.data)
-    arch = fields.get("general.architecture")
-    if arch != ARCH:
-        raise GGUFError(f"{files[0]}: architecture {arch!r} is not {ARCH!r} (llama.cpp PR #24423's DiffusionGemma)")
+    found = fields.get("general.architecture")
+    if found != arch and not (isinstance(arch, tuple) and found in arch):
+        want = f"{arch!r} (llama.cpp PR #24423's DiffusionGemma)" if arch == ARCH else (
+            f"one of {', '.join(arch)}" if isinstance(arch, tuple) else repr(arch))
+        raise GGUFError(f"{files[0]}: architecture {found!r} is not {want}")
     bad = {n: t.qtype for n, t in tensors.items() if t.qtype not in BLOCKS}
     if bad:
         kinds = ", ".join(sorted(set(bad.values())))

@@ -9,9 +9,11 @@ no pre-split, the decoder undoes both. CONTROL tokens become special added token
 Token ids equal the HF tokenizer's where the HF tokenizer is this pipeline (../shared/GGUF.md §4; tested on a
 Gemma-style tokenizer, not on the published one, which is not at hand).
 
-A byte-level BPE (this project's shipped model) is stored as `tokenizer.ggml.model = "gpt2"`; with
-`tokenizer.ggml.pre = "gpt2"` (llama.cpp: the GPT-2 split regex, which is tokenizers' ByteLevel `use_regex`) it is
-rebuilt as ByteLevel BPE; other pre-tokenizers (llama-bpe, qwen2, ...) split differently and are refused by name.
+A byte-level BPE (this project's shipped model) is stored as `tokenizer.ggml.model = "gpt2"` with
+`tokenizer.ggml.pre = "gpt-2"`, as llama.cpp spells it (`src/llama-vocab.cpp`, the converter's `get_vocab_base_pre`;
+the GPT-2 split regex, which is tokenizers' ByteLevel `use_regex`); files that say "gpt2" (this project's writer
+before) read the same. It is rebuilt as ByteLevel BPE; other pre-tokenizers (llama-bpe, qwen2, ...) split differently
+and are refused by name. The gemma4 kind carries no `tokenizer.ggml.pre` (Gemma4Model.set_vocab writes none).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+GPT2_PRE = ("gpt-2", "gpt2", None)  # llama.cpp's name first; "gpt2" as this project wrote it before; none given
 
 
 class GGUFTokenizerError(ValueError):
@@ -29,13 +32,13 @@ class GGUFTokenizerError(ValueError):
 
 def unsupported(fields: dict[str, Any]) -> str | None:
     """Why the metadata holds no tokenizer this module rebuilds, or None when it holds one (gemma4: what
-    DiffusionGemma files hold; gpt2 with the gpt2 pre-tokenizer)."""
+    DiffusionGemma files hold; gpt2 with the gpt-2 pre-tokenizer)."""
     kind, pre = fields.get("tokenizer.ggml.model"), fields.get("tokenizer.ggml.pre")
     if "tokenizer.ggml.tokens" not in fields:
         return "the GGUF has no tokenizer.ggml.tokens"
-    if kind == "gemma4" or (kind == "gpt2" and pre in ("gpt2", None)):
+    if kind == "gemma4" or (kind == "gpt2" and pre in GPT2_PRE):
         return None
-    return f"tokenizer.ggml.model {kind!r} (pre {pre!r}) is not rebuilt here (gemma4 and gpt2/gpt2 are)"
+    return f"tokenizer.ggml.model {kind!r} (pre {pre!r}) is not rebuilt here (gemma4 and gpt2 with pre gpt-2 are)"
 
 
 def has_tokenizer(fields: dict[str, Any]) -> bool:
@@ -99,12 +102,14 @@ def tokenizer_fields(tokenizer_json: Path) -> dict[str, Any]:
     kind = "gemma4" if gemma else "gpt2"  # a byte-level BPE: what the converter writes for one
     split = raw.get("pre_tokenizer") or {}
     byte_level = split.get("type") == "ByteLevel" and split.get("use_regex", True)
-    pre = kind if gemma or byte_level else "default"  # "default": a split this module does not rebuild
-    out = {"tokenizer.ggml.model": kind, "tokenizer.ggml.pre": pre, "tokenizer.ggml.tokens": tokens,
-           "tokenizer.ggml.scores": [-1000.0] * n, "tokenizer.ggml.token_type": types,
-           "tokenizer.ggml.merges": merges}
+    out: dict[str, Any] = {"tokenizer.ggml.model": kind, "tokenizer.ggml.tokens": tokens,
+                           "tokenizer.ggml.token_type": types, "tokenizer.ggml.merges": merges}
+    if gemma:  # Gemma4Model.set_vocab: LlamaHfVocab's placeholder scores, no pre-tokenizer name
+        out["tokenizer.ggml.scores"] = [-1000.0] * n
+    else:  # _set_vocab_gpt2: the pre-tokenizer by name ("default": a split this module does not rebuild), no scores
+        out["tokenizer.ggml.pre"] = "gpt-2" if byte_level else "default"
     for key, name in (("bos_token_id", "<bos>"), ("eos_token_id", "<eos>"), ("unknown_token_id", "<unk>"),
-                      ("padding_token_id", "<pad>")):
+                      ("padding_token_id", "<pad>"), ("mask_token_id", "<mask>")):
         if name in ids:
             out[f"tokenizer.ggml.{key}"] = ids[name]
     return out

@@ -26,6 +26,22 @@ _HF_TO_GGUF = {v: k for k, v in MODEL_TENSORS.items()}
 _HF_LAYER_TO_GGUF = {v: k for k, v in LAYER_TENSORS.items()}
 
 
+# ggml type -> the llama_ftype (gguf LlamaFileType) of a file whose weights are mostly of it; a Q4_K_M mix is 15
+FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q4_K": 14, "Q5_K": 16,
+              "Q6_K": 18, "BF16": 32}
+Q4_K_M_FILE_TYPE = 15
+
+
+def file_type(rule: Callable | str, types: dict[str, int]) -> int:
+    """`general.file_type` of a file written by `rule`: the Q4_K_M mix for q4_k_m_type, else the type holding the
+    most bytes of the >= 2-D weights (`types`: ggml type -> bytes), as llama-quantize names its output."""
+    if rule is q4_k_m_type:
+        return Q4_K_M_FILE_TYPE
+    if isinstance(rule, str):
+        return FILE_TYPES[rule]
+    return FILE_TYPES[max(types, key=types.__getitem__)] if types else FILE_TYPES["F32"]
+
+
 def use_more_bits(i: int, n: int) -> bool:
     """llama-quant.cpp: the first and last eighth of the layers, and every third in between (integer division)."""
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
@@ -131,6 +147,7 @@ def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canv
     if odd:
         raise ValueError(f"{src}: {', '.join(f'{k}={v!r}' for k, v in odd.items())} cannot be written to a "
                          "diffusion-gemma GGUF (its readers assume gelu_pytorch_tanh, tied embeddings, no biases)")
+    given = rule
     if isinstance(rule, str):
         one = rule
         rule = lambda n, s, _n, _v: fit_type(one, s[-1]) if q4_k_m_type(n, s, _n, _v) != "F32" else "F32"  # noqa
@@ -167,6 +184,8 @@ def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canv
     w.add_array(a + "attention.sliding_window_pattern", [s.sliding for s in cfg.layers])
     w.add_float32(a + "attention.layer_norm_rms_epsilon", cfg.rms_norm_eps)
     w.add_bool(a + "attention.causal", False)
+    w.add_uint32(a + "attention.shared_kv_layers", 0)  # Gemma4Model writes these two for every Gemma-4 text model
+    w.add_uint32(a + "embedding_length_per_layer_input", 0)
     w.add_float32(a + "rope.freq_base", cfg.rope["full_attention"].theta)
     w.add_float32(a + "rope.freq_base_swa", cfg.rope["sliding_attention"].theta)
     w.add_uint32(a + "rope.dimension_count", full.head_dim)
@@ -184,22 +203,34 @@ def write_gguf(src: Path, dst: Path, rule: Callable | str = q4_k_m_type, *, canv
 
         tf = tokenizer_fields(src / "tokenizer.json")
         w.add_tokenizer_model(tf["tokenizer.ggml.model"])
-        w.add_tokenizer_pre(tf["tokenizer.ggml.pre"])
+        if "tokenizer.ggml.pre" in tf:
+            w.add_tokenizer_pre(tf["tokenizer.ggml.pre"])
         w.add_token_list(tf["tokenizer.ggml.tokens"])
-        w.add_token_scores(tf["tokenizer.ggml.scores"])
+        if "tokenizer.ggml.scores" in tf:
+            w.add_token_scores(tf["tokenizer.ggml.scores"])
         w.add_token_types(tf["tokenizer.ggml.token_type"])
         w.add_token_merges(tf["tokenizer.ggml.merges"])
         if "tokenizer.ggml.unknown_token_id" in tf:
             w.add_uint32("tokenizer.ggml.unknown_token_id", tf["tokenizer.ggml.unknown_token_id"])
+        # llama.cpp's llama-diffusion-cli requires a mask id: `<mask>` where the vocabulary has one (the published
+        # files: 4), else the pad id; DiffusionGemma renoises with uniform tokens and never reads it.
+        w.add_mask_token_id(tf.get("tokenizer.ggml.mask_token_id", cfg.pad_token_id))
+        if tf["tokenizer.ggml.model"] == "gemma4":
+            w.add_add_space_prefix(False)
         w.add_add_bos_token(True)
         if (src / "chat_template.jinja").is_file():
             w.add_chat_template((src / "chat_template.jinja").read_text())
+    weight_bytes: dict[str, int] = {}
     for name in sorted(tensors, key=_order):
         t = tensors[name]
         qtype = rule(name, tuple(t.shape), cfg.num_hidden_layers, v_index)
         data = pack(t.reshape(-1, 1) if t.dim() == 0 else t, qtype)
         raw = None if qtype in ("F32", "F16") else gguf.GGMLQuantizationType[qtype]
         w.add_tensor(name, data, raw_dtype=raw)
+        if t.dim() >= 2:
+            weight_bytes[qtype] = weight_bytes.get(qtype, 0) + data.nbytes
+    w.add_file_type(file_type(given, weight_bytes))  # the llama_ftype llama.cpp reports (else it guesses "all F32")
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -31,7 +31,7 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
                                 "p50_ms", "p95_ms", "seeded_vs_noise"}),
     "memory": (["--quick"], {"model", "memory", "machine"}),
     "parity": (["--quick"], {"cases", "max_abs_logit_diff", "tokens_identical", "families.dream.tokens_identical",
-                             "families.llada.max_abs_logit_diff"}),
+                             "families.llada.max_abs_logit_diff", "gguf"}),
     # plots reads a result the suite wrote: the committed one, drawn into the temporary folder
     "plots": ([str(ROOT / "bench" / "results" / "2026-11-30-vm.json"), "--out", "{tmp}"], {"plots"}),
     "quality": (["--quick"], {"holes", "exact_match", "edit_similarity", "parse_ok", "humaneval_items",

@@ -3,14 +3,9 @@ engine.formats.gguf_write, and the safetensors twin holding gguf-py's dequantiza
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import numpy as np
-import torch
-from safetensors.torch import save_file
-
-from engine.formats import gguf as G
+from engine.testing.gguf_twin import gguf_twin
 
 # hidden 256 and head dims of 128 / 256 make whole K-blocks (attention, dense MLP, experts' gate_up, embedding);
 # the down projections' rows (64, 32) are not, so they fall back to Q5_0 / Q8_0 as in the published files.
@@ -24,20 +19,5 @@ GGUF_SHAPE = dict(
 
 def dequantized_twin(gguf_path: Path, src: Path, dst: Path) -> Path:
     """A safetensors checkpoint (src's config and tokenizer) whose tensors are gguf-py's dequantization of the
-    GGUF's, under their HF names."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
-
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in src.iterdir():
-        if f.suffix == ".json" and f.name != "model.safetensors.index.json":
-            shutil.copy(f, dst / f.name)
-    info = G.open_gguf(gguf_path)
-    out = {}
-    for name, t in info.tensors.items():
-        if name in G.IGNORED:
-            continue
-        w = dequantize(np.asarray(t.data), GGMLQuantizationType[t.qtype]).astype(np.float32)
-        out[G.hf_name(name)] = torch.from_numpy(w.copy()).reshape(t.shape)
-    save_file(out, str(dst / "model.safetensors"))
-    return dst
+    GGUF's, under their HF names, laid out at the GGUF's alignment (engine.testing.gguf_twin)."""
+    return gguf_twin(gguf_path, src, dst)
