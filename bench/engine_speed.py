@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--families-0.5b", dest="big", type=int, default=0, metavar="STEPS",
                     help="also time a 32-token fill at 512 context of a 0.5B Qwen2 (Open-dCoder's shape, random "
                     "weights), STEPS of its 32 steps timed (minutes per step on a busy 2-core machine)")
+    ap.add_argument("--holes", type=int, default=200, help="held-out holes for the families' dual-cache agreement")
     ap.add_argument("--quick", action="store_true", help="tiny checkpoint and sizes, no compiled row (smoke tests; "
                     "the compiled row's keys come only with compiling, which takes minutes on a CPU)")
     args = ap.parse_args(argv)
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.engine_speed_families import run_families  # Dream and LLaDA: the exact path per family
 
     result["families"] = run_families(args.context, args.canvas, args.steps, args.repeats, big=args.big > 0,
-                                      big_steps=args.big)
+                                      big_steps=args.big, agreement_holes=4 if args.quick else args.holes)
     result["machine"] = machine()
     emit(result)
 

@@ -2,12 +2,17 @@
 the whole window, prefix + canvas + suffix, through the network), CPU fp32, random weights built in memory.
 
 Rows: each family (Dream's Qwen2 with QKV bias and shifted logits, LLaDA's Llama) at the bench shape, an infill
-window of `context` tokens around a `canvas`-token hole, `steps` steps; and with `big` the 0.5B Qwen2 shape of
+window of `context` tokens around a `canvas`-token hole, `steps` steps, exact and with the opt-in dual cache
+(engine.families.dual_cache, a full pass every `dual` steps), and the dual cache's agreement with the exact path:
+the share of identical fills on `agreement_holes` holes cut from the standard library (random weights: it measures
+how far the approximation moves a fill, not fill quality); and with `big` the 0.5B Qwen2 shape of
 Open-dCoder (hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4864, vocabulary 151,936, tied): a 32-token fill at
 512 context (its default sampler: 32 steps, one token each), timed whole."""
 
 from __future__ import annotations
 
+import random
+import sysconfig
 import time
 from pathlib import Path
 
@@ -73,14 +78,57 @@ def time_fill(eng, context: int, canvas: int, steps: int, repeats: int) -> dict:
             "window_tokens": context + canvas}
 
 
+def holes(n: int, side: int, seed: int = 0) -> list[list[int]]:
+    """`n` infill contexts cut from Python's standard library (files in sorted order, positions from `seed`):
+    `side` tokens of code either side of the hole's mask id, tokenized by the families' tiny byte-level tokenizer."""
+    from engine.testing.families import QWEN_SPECIAL, byte_tokenizer
+
+    tok = byte_tokenizer(QWEN_SPECIAL)
+    mask = tok.token_to_id("<|mask|>")
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        ids = tok.encode(rng.choice(files).read_text(errors="replace")[:20_000]).ids
+        if len(ids) > 2 * side + 1:
+            at = rng.randrange(side, len(ids) - side)
+            out.append(ids[at - side:at] + [mask] + ids[at:at + side])
+    return out
+
+
+def agreement(family: str, n: int, dual: int, canvas: int = 8, side: int = 32) -> dict:
+    """Share of `n` held-out holes whose fill with the dual cache (a full pass every `dual` steps) is identical to
+    the exact path's, at the bench shape with random weights (one token per step)."""
+    exact, cached = _engine(family, "bench"), _engine(family, "bench")
+    cached.dual_cache = dual
+    mask = exact.config.text.mask_token_id
+    same = 0
+    for i, ctx in enumerate(holes(n, side)):
+        ctx = [mask if t == ctx[side] and j == side else t for j, t in enumerate(ctx)]
+        same += exact.infill(ctx, canvas_length=canvas, seed=i).ids == cached.infill(ctx, canvas_length=canvas,
+                                                                                      seed=i).ids
+    return {"holes": n, "identical": same, "share": round(same / max(n, 1), 3), "refresh_steps": dual,
+            "canvas": canvas, "context": 2 * side}
+
+
 def run_families(context: int, canvas: int, steps: int, repeats: int, big: bool = False,
-                 big_steps: int = 32) -> dict:
+                 big_steps: int = 32, agreement_holes: int = 200, dual: int = 4) -> dict:
     out = {}
     for family in ("dream", "llada"):
         out[family] = time_fill(_engine(family, "bench"), context, canvas, steps, repeats)
+        cached = _engine(family, "bench")
+        cached.dual_cache = dual
         r = out[family]
+        c = time_fill(cached, context, canvas, steps, repeats)
+        r.update(dual_cache_ms_per_step=c["exact_ms_per_step"], dual_cache_fill_ms=c["exact_fill_ms"],
+                 dual_cache_refresh_steps=dual, dual_cache_speedup=round(r["exact_fill_ms"] / c["exact_fill_ms"], 2))
         print(f"{family:<8}{r['params_m']:>8.1f}M  window {r['window_tokens']}  exact {r['exact_ms_per_step']:.1f} "
-              f"ms/step, fill {r['exact_fill_ms']:.0f} ms ({r['steps']} steps)")
+              f"ms/step, fill {r['exact_fill_ms']:.0f} ms ({r['steps']} steps); dual cache (refresh every {dual}) "
+              f"{c['exact_ms_per_step']:.1f} ms/step: {r['dual_cache_speedup']:.2f}x")
+        if agreement_holes:
+            r["dual_cache_agreement"] = a = agreement(family, agreement_holes, dual)
+            print(f"{'':<8}dual cache vs exact: {a['identical']}/{a['holes']} held-out holes identical "
+                  f"(random weights, {a['context']}-token context, {a['canvas']}-token hole)")
     if big:
         eng = _engine("dream", "qwen2-0.5b")
         r = out["dream_qwen2_0.5b"] = time_fill(eng, 512, 32, big_steps, 0)
