@@ -70,6 +70,9 @@ class MaskFamily:
     traits: Traits
     recognises: Callable[[Mapping[str, Any], Path], bool]
     read_config: Callable[[Path], DenseConfig]  # config.json + tokenizer files (the mask id) -> network config
+    # a config.json body + mask id + eos ids -> network config: what another format's reader (GGUF) plugs into,
+    # with engine.families.checkpoint.load_dense for its HF-named tensors
+    dense_config: Callable[[Mapping[str, Any], int, tuple[int, ...]], DenseConfig]
     rename: Callable[[str], str | None]  # checkpoint tensor name -> DenseLM state-dict key (None: skipped)
     settings: type  # its sampler settings dataclass, fields named as upstream names them
     sampler: Callable[..., MaskSampler]  # (settings, canvas start, canvas length, mask id) -> MaskSampler
