@@ -10,14 +10,15 @@ from collections.abc import Callable
 
 import torch
 
-from engine.families.dense import DenseLM, WindowKV
+from engine.families.contract import MaskModel
+from engine.families.dense import WindowKV
 
 
 class DualCache:
     """A `forward(i, x)` for engine.denoising.masked: full passes at step 0, every `refresh` steps and whenever the
     sampler's active range (`active(i)` -> (first, end): the canvas, or LLaDA's block) moves; row passes otherwise."""
 
-    def __init__(self, model: DenseLM, refresh: int, active: Callable[[int], tuple[int, int]]) -> None:
+    def __init__(self, model: MaskModel, refresh: int, active: Callable[[int], tuple[int, int]]) -> None:
         if refresh < 1:
             raise ValueError(f"dual_cache must be a refresh interval >= 1 (steps), got {refresh}")
         self.model, self.refresh, self.active = model, refresh, active

@@ -24,7 +24,7 @@ from engine.denoising.masked import denoise_masked
 from engine.denoising.sampler import cut_at_eos
 from engine.engine import Draft, Engine, InfillResult, resolve_device, resolve_dtype
 from engine.families.checkpoint import FamilyCheckpoint, eos_ids, mask_token_id, read_json, resolve_settings
-from engine.families.contract import MaskFamily
+from engine.families.contract import MaskFamily, MaskModel
 from engine.families.dense import DenseLM
 from engine.families.dual_cache import DualCache
 from engine.loader import checkpoint_files, load_tokenizer
@@ -37,7 +37,7 @@ from engine.seam import CancelFlag, fill_confidence, seed_canvases
 class MaskEngine(Engine):
     """A loaded mask-diffusion checkpoint (see the module docstring). `family` is its registry entry."""
 
-    def __init__(self, family: MaskFamily, model: DenseLM, config: FamilyCheckpoint, tokenizer: Any,
+    def __init__(self, family: MaskFamily, model: MaskModel, config: FamilyCheckpoint, tokenizer: Any,
                  fmt: MaskInfillFormat | None, device: torch.device, dtype: torch.dtype, path: Path) -> None:
         # Not Engine.__init__: no encoder, no step runner, no CUDA graphs; the same seam members and text helpers.
         self.family, self.model, self.config, self.tokenizer = family, model, config, tokenizer
@@ -139,6 +139,7 @@ class MaskEngine(Engine):
             raise ValueError(f"context ids must be in [0, {self.vocab_size})")
         if max_canvases < 1 or (canvas_length is not None and canvas_length <= 0):
             raise ValueError("max_canvases and canvas_length must be >= 1")
+        # no block-autoregressive chain of canvases (Traits.multi_canvas): one canvas of their total length
         length = (canvas_length or self.config.canvas_length) * max_canvases
         text, eos = self.config.text, self.config.eos_token_ids
         seeds = seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], text.pad_token_id)
