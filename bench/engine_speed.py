@@ -6,6 +6,10 @@
 Rows: the engine as it ships (eager step), the engine with its decoder compiled (`Engine(compile=True)`; the
 first call compiles, excluded and reported as compile_s), the engine's reference-compatible mode, transformers.
 
+`families`: each mask-diffusion family's exact step time at the same context, canvas and steps
+(bench.engine_speed_families, random weights in memory); `--families-0.5b STEPS` adds a 0.5B Qwen2's 32-token fill
+at 512 context.
+
 Without --model it builds a 12.6M-parameter random checkpoint of the DiffusionGemma architecture (the size class
 of the shipped model; vocabulary 8,192). Runs are interleaved (ours, theirs, ours, ...) so machine noise hits both;
 one warm-up each is excluded; medians are reported. Both sides run the same number of denoising steps (the
@@ -166,6 +170,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=min(2, torch.get_num_threads()),
                     help="torch threads (1 is steadier when other jobs share the cores)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the compiled-decoder engine")
+    ap.add_argument("--families-0.5b", dest="big", type=int, default=0, metavar="STEPS",
+                    help="also time a 32-token fill at 512 context of a 0.5B Qwen2 (Open-dCoder's shape, random "
+                    "weights), STEPS of its 32 steps timed (minutes per step on a busy 2-core machine)")
+    ap.add_argument("--holes", type=int, default=200, help="held-out holes for the families' dual-cache agreement")
     ap.add_argument("--quick", action="store_true", help="tiny checkpoint and sizes, no compiled row (smoke tests; "
                     "the compiled row's keys come only with compiling, which takes minutes on a CPU)")
     args = ap.parse_args(argv)
@@ -182,6 +190,10 @@ def main(argv: list[str] | None = None) -> None:
         else:
             model = args.model or build_bench_checkpoint(Path(tmp), args.canvas)
         result = run(model, args.context, args.canvas, args.steps, args.repeats, compiled=not args.no_compile)
+    from bench.engine_speed_families import run_families  # Dream and LLaDA: the exact path per family
+
+    result["families"] = run_families(args.context, args.canvas, args.steps, args.repeats, big=args.big > 0,
+                                      big_steps=args.big, agreement_holes=4 if args.quick else args.holes)
     result["machine"] = machine()
     emit(result)
 

@@ -27,6 +27,10 @@ class MaskSampler(Protocol):
     @property
     def steps(self) -> int: ...
 
+    def active(self, i: int) -> tuple[int, int]:
+        """The window range [first, end) whose predictions step i reads (every mask it may reveal lies there)."""
+        ...
+
     def step(self, i: int, x: torch.Tensor, mask_index: torch.Tensor, logits: torch.Tensor,
              gen: torch.Generator) -> None: ...
 
@@ -41,10 +45,11 @@ class MaskStep:
     revealed: dict[int, float]
 
 
-def denoise_masked(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, mask_id: int,
+def denoise_masked(model: Callable[[int, torch.Tensor], torch.Tensor], x: torch.Tensor, mask_id: int,
                    sampler: MaskSampler, gen: torch.Generator, cancel: CancelFlag | None = None,
                    lock: Callable[[], contextlib.AbstractContextManager] | None = None) -> Iterator[MaskStep]:
-    """Run `sampler.steps` steps on window `x` (1, L) int64, in place; yields a `MaskStep` after each. `cancel` is
+    """Run `sampler.steps` steps on window `x` (1, L) int64, in place; yields a `MaskStep` after each. `model(i, x)`
+    gives step i's logits (the network over the window, or a cached approximation of it). `cancel` is
     checked before every step (at most one more step runs after it is set); `lock()` (a context manager) is held
     during each step and released before each yield."""
     for i in range(sampler.steps):
@@ -52,7 +57,7 @@ def denoise_masked(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tenso
             return
         with lock() if lock is not None else contextlib.nullcontext():
             mask_index = x == mask_id
-            logits = model(x)  # (1, L, V)
+            logits = model(i, x)  # (1, L, V)
             sampler.step(i, x, mask_index, logits, gen)
             revealed = (mask_index & (x != mask_id))[0].nonzero().flatten()
             probs = torch.softmax(logits[0, revealed].float(), dim=-1).gather(-1, x[0, revealed][:, None])[:, 0]

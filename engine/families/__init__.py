@@ -5,5 +5,6 @@ prefix cache need of it: `Traits`, `MaskModel`, `Family`, `MaskFamily`), registr
 and which one a checkpoint's config.json is), diffusion_gemma (the adapter for the first family, whose network
 stays in engine/model/), dense (the full-attention Qwen2/Llama network the mask-diffusion families share),
 checkpoint (their config, tokenizer mask id, sampler settings and weights, family-independent), mask_engine (the
-embedded engine for mask-diffusion families, behind the same seam). Folders: qwen2_dream (Dream, Dream-Coder,
+embedded engine for mask-diffusion families, behind the same seam), dual_cache (Fast-dLLM's approximate dual
+cache, opt-in). Folders: qwen2_dream (Dream, Dream-Coder,
 DiffuCoder, Open-dCoder), llada (LLaDA): each its config reading, weight names and default sampler."""

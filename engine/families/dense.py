@@ -79,18 +79,27 @@ class Block(nn.Module):
         self.input_layernorm = nn.Parameter(torch.ones(h))
         self.post_attention_layernorm = nn.Parameter(torch.ones(h))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x (B, T, H), cos/sin (T, 1, D) -> (B, T, H); every position attends to every position."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv: tuple[torch.Tensor, torch.Tensor, int] | None = None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                   torch.Tensor]:
+        """x (B, T, H), cos/sin (T, 1, D) -> (B, T, H) and this block's k, v (B, Hkv, T, D); every position attends
+        to every position. With `kv` (keys, values (B, Hkv, L, D) of a whole window, start): x holds rows
+        start .. start + T of that window, whose fresh k/v replace the window's there (the dual cache)."""
         b, t, _ = x.shape
         d, eps = self.cfg.head_dim, self.cfg.rms_norm_eps
         h = rms_norm(x, self.input_layernorm, eps)
         q = apply_rope(self.q_proj(h).view(b, t, -1, d), cos, sin).transpose(1, 2)  # (B, Hq, T, D)
         k = apply_rope(self.k_proj(h).view(b, t, -1, d), cos, sin).transpose(1, 2)  # (B, Hkv, T, D)
         v = self.v_proj(h).view(b, t, -1, d).transpose(1, 2)
-        att = F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != q.shape[1])  # no mask: bidirectional
+        keys, values = k, v
+        if kv is not None:
+            ck, cv, a = kv
+            keys = torch.cat([ck[:, :, :a], k, ck[:, :, a + t:]], dim=2)
+            values = torch.cat([cv[:, :, :a], v, cv[:, :, a + t:]], dim=2)
+        att = F.scaled_dot_product_attention(q, keys, values, enable_gqa=k.shape[1] != q.shape[1])  # bidirectional
         x = x + self.o_proj(att.transpose(1, 2).reshape(b, t, -1))
         h = rms_norm(x, self.post_attention_layernorm, eps)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h)), k, v
 
 
 class DenseLM(nn.Module):
@@ -105,27 +114,55 @@ class DenseLM(nn.Module):
         self.lm_head = None if cfg.tie_word_embeddings else nn.Parameter(torch.empty(cfg.vocab_size,
                                                                                      cfg.hidden_size))
 
-    def rope(self, t: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (T, 1, D) for positions 0..T-1, computed in fp32 as transformers does (int64 exponent range)."""
+    def rope(self, t: int, device: torch.device, dtype: torch.dtype, start: int = 0) -> tuple[torch.Tensor,
+                                                                                              torch.Tensor]:
+        """cos, sin (T, 1, D) for positions start..start+T-1, in fp32 as transformers computes them."""
         d = self.cfg.head_dim
         inv = 1.0 / (self.cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
-        f = torch.arange(t, device=device).float()[:, None] * inv[None, :]
+        f = torch.arange(start, start + t, device=device).float()[:, None] * inv[None, :]
         emb = torch.cat([f, f], dim=-1)
         return emb.cos().to(dtype)[:, None, :], emb.sin().to(dtype)[:, None, :]
 
-    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, T) -> final-normed hidden states (B, T, H)."""
+    def hidden(self, ids: torch.Tensor, kv: WindowKV | None = None, start: int = 0) -> torch.Tensor:
+        """(B, T) -> final-normed hidden states (B, T, H). `kv` empty: filled with every layer's window K/V;
+        holding a window's: `ids` are its rows start .. start + T, attending to it (the dual cache)."""
         x = F.embedding(ids, self.embed_tokens)
-        cos, sin = self.rope(ids.shape[1], ids.device, x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
+        cos, sin = self.rope(ids.shape[1], ids.device, x.dtype, start)
+        reuse = kv is not None and bool(kv.keys)
+        for i, layer in enumerate(self.layers):
+            x, k, v = layer(x, cos, sin, (kv.keys[i], kv.values[i], start) if reuse else None)
+            if kv is not None and not reuse:
+                kv.keys.append(k)
+                kv.values.append(v)
         return rms_norm(x, self.norm, self.cfg.rms_norm_eps)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def _head(self, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(h, self.embed_tokens if self.lm_head is None else self.lm_head)
+
+    def forward(self, ids: torch.Tensor, kv: WindowKV | None = None) -> torch.Tensor:
         """(B, T) -> (B, T, V) logits, shifted right by one where the family predicts position i at i - 1
-        (position 0 keeps its own), so logits[:, i] is always the prediction for position i."""
-        head = self.embed_tokens if self.lm_head is None else self.lm_head
-        logits = F.linear(self.hidden(ids), head)
+        (position 0 keeps its own), so logits[:, i] is always the prediction for position i. An empty `kv` is
+        filled with the window's K/V (for `rows`)."""
+        logits = self._head(self.hidden(ids, kv))
         if self.cfg.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         return logits
+
+    def rows(self, ids: torch.Tensor, a: int, b: int, kv: WindowKV) -> torch.Tensor:
+        """(B, b - a, V): the predictions for window positions a .. b, recomputing only the rows they read (a - 1 ..
+        b - 1 when shifted) against `kv`, the window's K/V from an earlier full pass (Fast-dLLM's dual cache:
+        approximate, since the other rows' K/V are not refreshed)."""
+        s = 1 if self.cfg.shift_logits else 0
+        lo, hi = max(a - s, 0), max(b - s, 1)
+        logits = self._head(self.hidden(ids[:, lo:hi], kv, lo))  # rows lo .. hi
+        if s:
+            logits = torch.cat([logits[:, :1], logits], dim=1) if a == 0 else logits
+        return logits[:, :b - a]
+
+
+@dataclass
+class WindowKV:
+    """Every layer's keys and values (B, Hkv, L, D) over a whole window, from one full pass."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]

@@ -3,7 +3,8 @@ DiffusionGemma's: an `engine.engine.Engine` whose fills run the one masked denoi
 (engine.denoising.masked) with the family's sampler over the whole window (prefix, canvas, suffix) every step.
 
 There is no causal encoder, so nothing is cached across fills or steps (the exact path: every step recomputes the
-window). What the family cannot do is refused by name: an entropy bound, one-per-step acceptance, weight formats
+window; `sampler={"dual_cache": N}` opts into Fast-dLLM's approximate dual cache, engine.families.dual_cache). What
+the family cannot do is refused by name: an entropy bound, one-per-step acceptance, weight formats
 other than the checkpoint's own, prompt formats other than mask infill. A fill of several canvases is one canvas of
 their total length (the window attends over all of it)."""
 
@@ -18,12 +19,14 @@ from typing import Any
 
 import torch
 
+from engine.config import ConfigError
 from engine.denoising.masked import denoise_masked
 from engine.denoising.sampler import cut_at_eos
 from engine.engine import Draft, Engine, InfillResult, resolve_device, resolve_dtype
-from engine.families.checkpoint import FamilyCheckpoint, eos_ids, read_json, resolve_settings
-from engine.families.contract import MaskFamily
+from engine.families.checkpoint import FamilyCheckpoint, eos_ids, mask_token_id, read_json, resolve_settings
+from engine.families.contract import MaskFamily, MaskModel
 from engine.families.dense import DenseLM
+from engine.families.dual_cache import DualCache
 from engine.loader import checkpoint_files, load_tokenizer
 from engine.model.prefix_cache import PrefixCache
 from engine.prompts.mask import MaskInfillFormat
@@ -34,7 +37,7 @@ from engine.seam import CancelFlag, fill_confidence, seed_canvases
 class MaskEngine(Engine):
     """A loaded mask-diffusion checkpoint (see the module docstring). `family` is its registry entry."""
 
-    def __init__(self, family: MaskFamily, model: DenseLM, config: FamilyCheckpoint, tokenizer: Any,
+    def __init__(self, family: MaskFamily, model: MaskModel, config: FamilyCheckpoint, tokenizer: Any,
                  fmt: MaskInfillFormat | None, device: torch.device, dtype: torch.dtype, path: Path) -> None:
         # Not Engine.__init__: no encoder, no step runner, no CUDA graphs; the same seam members and text helpers.
         self.family, self.model, self.config, self.tokenizer = family, model, config, tokenizer
@@ -44,6 +47,8 @@ class MaskEngine(Engine):
         self.prefix_cache = PrefixCache(0, 1)  # nothing to reuse: no causal context encoder
         self.weights, self.tokenizer_source, self.sampler_backend = "bf16", "none", "torch"
         self.cuda_graphs = self.compile = False
+        # Fast-dLLM's dual cache (engine.families.dual_cache): a full pass every this many steps; None: exact
+        self.dual_cache: int | None = None
 
     @classmethod
     def load(cls, family: MaskFamily, path: Path, *, device: str | torch.device = "auto",
@@ -53,8 +58,14 @@ class MaskEngine(Engine):
         family.traits.refuse(family.name, "prompt format", prompt_format, ("auto", *family.traits.prompt_formats))
         text = family.read_config(path)
         gen = read_json(path / "generation_config.json")
+        sampler = dict(sampler or {})
+        dual = sampler.pop("dual_cache", None)  # the engine's own setting, not an upstream sampler's
+        if dual is not None and (isinstance(dual, bool) or not isinstance(dual, int) or dual < 1):
+            raise ConfigError(f"dual_cache must be a refresh interval in steps (an int >= 1), got {dual!r}")
         settings, sources = resolve_settings(family.settings, gen, sampler, family.name)
-        eos, sources["eos_token_ids"] = eos_ids(read_json(path / "config.json"), gen)
+        raw = read_json(path / "config.json")
+        eos, sources["eos_token_ids"] = eos_ids(raw, gen)
+        sources["mask_token_id"] = mask_token_id(path, raw.get("mask_token_id"))[1]
         gate = read_json(path / "infill.json").get("min_confidence")
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
@@ -67,7 +78,7 @@ class MaskEngine(Engine):
         config = FamilyCheckpoint(text=text, sampler=settings, sources=sources, eos_token_ids=eos,
                                   canvas_length=min(fmt.canvas_lengths) if fmt else 32, min_confidence=gate)
         engine = cls(family, model, config, tokenizer, fmt, dev, dt, path)
-        engine.tokenizer_source = tok_source
+        engine.tokenizer_source, engine.dual_cache = tok_source, dual
         return engine
 
     # -- what the checks read ------------------------------------------------------------------------------------
@@ -128,6 +139,7 @@ class MaskEngine(Engine):
             raise ValueError(f"context ids must be in [0, {self.vocab_size})")
         if max_canvases < 1 or (canvas_length is not None and canvas_length <= 0):
             raise ValueError("max_canvases and canvas_length must be >= 1")
+        # no block-autoregressive chain of canvases (Traits.multi_canvas): one canvas of their total length
         length = (canvas_length or self.config.canvas_length) * max_canvases
         text, eos = self.config.text, self.config.eos_token_ids
         seeds = seed_canvases(init_ids, start_noise, length, self.vocab_size, eos[0], text.pad_token_id)
@@ -138,7 +150,9 @@ class MaskEngine(Engine):
         gen = torch.Generator(device=self.device).manual_seed(seed)
         probs: dict[int, float] = {}
         n = 0
-        for out in denoise_masked(self.model, x, text.mask_token_id, sampler, gen, cancel, lambda: self._lock):
+        forward = (DualCache(self.model, self.dual_cache, sampler.active) if self.dual_cache
+                   else lambda i, window: self.model(window))
+        for out in denoise_masked(forward, x, text.mask_token_id, sampler, gen, cancel, lambda: self._lock):
             n += 1
             probs.update(out.revealed)
             canvas = [t for t in x[0, start:start + length].tolist() if t != text.mask_token_id]
@@ -177,6 +191,7 @@ class MaskEngine(Engine):
 
     def settings_in_force(self) -> dict[str, dict[str, Any]]:
         out = self.config.settings_in_force()
+        out["dual_cache"] = {"value": self.dual_cache, "source": "setting" if self.dual_cache else "default"}
         out["family"] = {"value": self.family.name, "source": "config.json"}
         return out
 

@@ -3,9 +3,9 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 `bench.service` crashed for weeks after a shared client changed) fails here. Not timing tests (STYLE rule 12): the
 figures are not checked, only that they are there.
 
-Modules with no `__main__` (common, editfuzz, gate_replay, gpu_model, malformed, parity_families, rawlsp, report) are
-libraries of the ones below and run inside them; `run` and `gpu_suite` run in test_bench_smoke, which also reads the
-files they write.
+Modules with no `__main__` (common, editfuzz, engine_speed_families, gate_replay, gpu_model, malformed,
+parity_families, rawlsp, report) are libraries of the ones below and run inside them; `run` and `gpu_suite` run in
+test_bench_smoke, which also reads the files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
 
@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # "a.b" is key b of the object at key a)
 QUICK: dict[str, tuple[list[str], set[str]]] = {
     "engine_speed": (["--quick"], {"speedup_vs_transformers", "engine_ms_per_step", "transformers_ms_per_step",
-                                   "engine_reference_mode_ms_per_step", "params_m", "machine"}),
+                                   "engine_reference_mode_ms_per_step", "params_m", "machine",
+                                   "families.dream.exact_ms_per_step", "families.llada.exact_ms_per_step"}),
     "engine_sweep": (["--quick"], {"model", "canvas_sweep", "context_sweep", "acceptance", "prefix_cache", "cancel",
                                    "vs_transformers", "machine"}),
     "gpu_quant": (["--quick"], {"shape", "canvas", "context", "formats", "machine"}),

@@ -103,3 +103,25 @@ def test_generation_config_gives_the_defaults_and_the_setting_wins(tmp_path):
         Engine.from_pretrained(path, device="cpu", sampler={"entropy_bound": 0.1})
     with pytest.raises(ConfigError, match="alg must be one of"):
         Engine.from_pretrained(path, device="cpu", sampler={"alg": "greedy"})
+
+
+def test_another_formats_reader_plugs_in_with_hf_named_tensors_and_a_config_dict(tmp_path):
+    """What a GGUF reader hands over (HF tensor names, a config.json-like dict, the mask and eos ids from its
+    metadata) builds the same network as the checkpoint directory."""
+    from safetensors.torch import load_file
+
+    from engine.families import qwen2_dream
+    from engine.families.checkpoint import load_dense
+
+    path, _ = tiny_family(tmp_path / "d", "dream", "gqa8_theta")
+    eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
+    raw = json.loads((path / "config.json").read_text())
+    tensors = {k: v for f in sorted(path.glob("model-*.safetensors")) for k, v in load_file(f).items()}
+    source = [(name, tuple(t.shape), lambda t=t: t) for name, t in tensors.items()]
+    cfg = qwen2_dream.FAMILY.dense_config(raw, eng.config.text.mask_token_id, eng.config.eos_token_ids)
+    model = load_dense(source, cfg, qwen2_dream.FAMILY.rename, torch.device("cpu"), torch.float32)
+    ids = torch.randint(0, cfg.vocab_size, (1, 19), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert torch.equal(model(ids), eng.model(ids))
+    with pytest.raises(ConfigError, match="missing"):
+        load_dense(source[1:], cfg, qwen2_dream.FAMILY.rename, torch.device("cpu"), torch.float32)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.engine import Engine
 from engine.seam import CancelToken, InfillBackend, PromptFormat
@@ -86,3 +87,33 @@ def test_dg_lsp_check_exits_0_on_the_published_layout(checkpoint):
     out = json.loads(run.stdout[run.stdout.index("{"):])
     assert out["ok"] and out["prompt_format"] == "mask" and out["sampler"]["family"]["value"] in ("dream", "llada")
     assert out["seeded"]["identical"]  # start_noise 0: the seed is kept
+
+
+def test_the_dual_cache_row_pass_is_the_full_pass_until_the_window_changes(checkpoint):
+    """Right after a full pass, recomputing only some rows against its K/V gives those rows' predictions (with
+    Dream's shift, from the row before; a range at position 0 included), so the approximation is only staleness."""
+    from engine.families.dense import WindowKV
+
+    eng = Engine.from_pretrained(checkpoint, device="cpu", dtype="float32")
+    x = eng.context_ids("def f(x):\n    return ", "\n")
+    x = torch.tensor([x[:5] + [eng.config.text.mask_token_id] * 9 + x[5:]])
+    kv = WindowKV([], [])
+    with torch.no_grad():
+        full = eng.model(x, kv)
+        for a, b in ((5, 14), (0, 6), (3, x.shape[1])):
+            assert (eng.model.rows(x, a, b, kv) - full[:, a:b]).abs().max().item() <= 1e-5
+
+
+def test_dual_cache_is_opt_in_and_exact_when_it_refreshes_every_step(checkpoint):
+    ctx = Engine.from_pretrained(checkpoint, device="cpu").context_ids("x = ", "\nprint(x)\n")
+    exact = Engine.from_pretrained(checkpoint, device="cpu")
+    every = Engine.from_pretrained(checkpoint, device="cpu", sampler={"dual_cache": 1})
+    cached = Engine.from_pretrained(checkpoint, device="cpu", sampler={"dual_cache": 4})
+    assert exact.settings_in_force()["dual_cache"]["value"] is None
+    assert cached.settings_in_force()["dual_cache"] == {"value": 4, "source": "setting"}
+    want = exact.infill(ctx, canvas_length=16, steps=8, seed=1)
+    assert every.infill(ctx, canvas_length=16, steps=8, seed=1).ids == want.ids
+    res = cached.infill(ctx, canvas_length=16, steps=8, seed=1)
+    assert res.steps == 8 and not res.cancelled and len(res.ids) <= 16
+    with pytest.raises(ValueError, match="dual_cache must be"):
+        Engine.from_pretrained(checkpoint, device="cpu", sampler={"dual_cache": 0})

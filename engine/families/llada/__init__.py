@@ -4,11 +4,12 @@ names), sampler (LLaDA's `generate` rule, the family's default sampler). The for
 without bias and with unshifted logits."""
 
 from engine.families.contract import MaskFamily, Traits
-from engine.families.llada.config import read_config, recognises, rename
+from engine.families.llada.config import dense_config, read_config, recognises, rename
 from engine.families.llada.sampler import LLaDASampler, LLaDASampling
 
 FAMILY = MaskFamily(
     name="llada",
     traits=Traits(noise="mask", prompt_formats=("mask",), weight_formats=("bf16",), prefix_cache=False,
                   multi_canvas=False),
-    recognises=recognises, read_config=read_config, rename=rename, settings=LLaDASampling, sampler=LLaDASampler)
+    recognises=recognises, read_config=read_config, dense_config=dense_config,
+    rename=rename, settings=LLaDASampling, sampler=LLaDASampler)

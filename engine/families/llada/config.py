@@ -26,12 +26,18 @@ def recognises(raw: Mapping[str, Any], path: Path) -> bool:
 
 
 def read_config(path: Path) -> DenseConfig:
+    """config.json, the mask id from the tokenizer files (else config.json), the eos ids."""
     raw = read_json(path / "config.json")
-    for key, want in REQUIRED.items():
-        if key in raw and raw[key] is not None and raw[key] != want:
-            raise ConfigError(f"{path}/config.json: {key}={raw[key]!r} is not supported (published LLaDA: {want!r})")
     mask, _ = mask_token_id(path, raw.get("mask_token_id"))
     eos, _ = eos_ids(raw, read_json(path / "generation_config.json"))
+    return dense_config(raw, mask, eos)
+
+
+def dense_config(raw: Mapping[str, Any], mask: int, eos: tuple[int, ...]) -> DenseConfig:
+    """A config.json body (or the same keys from another format's metadata, e.g. a GGUF's) -> DenseConfig."""
+    for key, want in REQUIRED.items():
+        if key in raw and raw[key] is not None and raw[key] != want:
+            raise ConfigError(f"config {key}={raw[key]!r} is not supported (published LLaDA: {want!r})")
     d, heads = int(raw["d_model"]), int(raw["n_heads"])
     inter = raw.get("mlp_hidden_size") or int(raw.get("mlp_ratio", 4)) * d
     pad = raw.get("pad_token_id")

@@ -71,6 +71,11 @@ class LLaDASampler:
         self.steps = steps
         self.counts: list[int] = []
 
+    def active(self, i: int) -> tuple[int, int]:
+        """The current block: masks after it never win, and earlier blocks hold none."""
+        first = self.start + (i // self.per_block) * self.block
+        return first, first + self.block
+
     def step(self, i: int, x: torch.Tensor, mask_index: torch.Tensor, logits: torch.Tensor,
              gen: torch.Generator) -> None:
         b, j = divmod(i, self.per_block)

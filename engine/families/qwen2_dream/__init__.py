@@ -4,11 +4,12 @@ Modules: config (which config.json is one, its network config, its tensor names)
 and logits shifted right by one."""
 
 from engine.families.contract import MaskFamily, Traits
-from engine.families.qwen2_dream.config import read_config, recognises, rename
+from engine.families.qwen2_dream.config import dense_config, read_config, recognises, rename
 from engine.families.qwen2_dream.sampler import DreamSampler, DreamSampling
 
 FAMILY = MaskFamily(
     name="dream",
     traits=Traits(noise="mask", prompt_formats=("mask",), weight_formats=("bf16",), prefix_cache=False,
                   multi_canvas=False),
-    recognises=recognises, read_config=read_config, rename=rename, settings=DreamSampling, sampler=DreamSampler)
+    recognises=recognises, read_config=read_config, dense_config=dense_config,
+    rename=rename, settings=DreamSampling, sampler=DreamSampler)

@@ -44,13 +44,19 @@ def rope_theta(raw: Mapping[str, Any]) -> float:
 
 
 def read_config(path: Path) -> DenseConfig:
+    """config.json, the mask id from the tokenizer files, the eos ids from generation_config.json."""
     raw = read_json(path / "config.json")
-    if raw.get("use_sliding_window"):
-        raise ConfigError(f"{path}: use_sliding_window is not supported (these models attend over the whole window)")
-    if raw.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {raw['hidden_act']!r} is not supported (silu)")
     mask, _ = mask_token_id(path, raw.get("mask_token_id"))
     eos, _ = eos_ids(raw, read_json(path / "generation_config.json"))
+    return dense_config(raw, mask, eos)
+
+
+def dense_config(raw: Mapping[str, Any], mask: int, eos: tuple[int, ...]) -> DenseConfig:
+    """A config.json body (or the same keys from another format's metadata, e.g. a GGUF's) -> DenseConfig."""
+    if raw.get("use_sliding_window"):
+        raise ConfigError("use_sliding_window is not supported (these models attend over the whole window)")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"hidden_act {raw['hidden_act']!r} is not supported (silu)")
     heads = int(raw["num_attention_heads"])
     hidden = int(raw["hidden_size"])
     pad = raw.get("pad_token_id")

@@ -96,6 +96,10 @@ class DreamSampler:
         self.s, self.mask_id = s, mask_id
         self.steps = s.steps or canvas_length
         self.timesteps: torch.Tensor | None = None
+        self.span = (canvas_start, canvas_start + canvas_length)
+
+    def active(self, i: int) -> tuple[int, int]:
+        return self.span
 
     def step(self, i: int, x: torch.Tensor, mask_index: torch.Tensor, logits: torch.Tensor,
              gen: torch.Generator) -> None:
