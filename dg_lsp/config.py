@@ -1,4 +1,5 @@
-"""Server settings: one frozen dataclass, parsed from client JSON; a bad key gives a message and its default.
+"""Server settings: one frozen dataclass, parsed from client JSON against `RULES` (docs/PROTOCOL.md's settings
+table is the schema: a test holds the two equal); a rejected value is named once and the value in force stays.
 
 Precedence (docs/PROTOCOL.md): defaults < `initializationOptions` < each `workspace/didChangeConfiguration`.
 A configuration change is merged over the current settings, so a client may send only the keys it changes.
@@ -72,7 +73,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            err = _CHECKS[f.name](getattr(self, f.name))
+            err = check(f.name, getattr(self, f.name))
             if err:
                 raise ValueError(f"{f.name}: {err}")
 
@@ -90,100 +91,114 @@ class Settings:
         return self.enabled and (self.languages is None or language_id in self.languages)
 
 
+MAX_STRING = 4096  # characters of a string setting (a path, an id); longer is refused
+MAX_LIST = 256  # entries of a list setting
+ENTROPY_BOUND_MAX = 1000.0  # nats: past a canvas's whole entropy (256 positions x ln 262,144 is ~3,200) in practice
+SHOWN_CHARS = 60  # of a rejected value or key in a message
+
+
+def shorten(v: Any) -> str:
+    """`repr(v)` for a message, at most SHOWN_CHARS characters (a 2 MB string is never echoed back whole)."""
+    try:
+        text = repr(v)
+    except (ValueError, RecursionError):  # an int past Python's 4,300-digit limit; a deeply nested value
+        return f"a {type(v).__name__}"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    size = f", {len(v):,} characters" if isinstance(v, str) else ""
+    return f"{text[:SHOWN_CHARS]}...{size}"
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int_range(lo: int, hi: int, nullable: bool = False) -> Callable[[Any], str | None]:
-    def check(v: Any) -> str | None:
-        if v is None and nullable:
-            return None
-        if not _is_int(v) or not lo <= v <= hi:
-            return f"expected an integer in {lo}..{hi}{' or null' if nullable else ''}, got {v!r}"
-        return None
-
-    return check
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str | None]:
-    return lambda v: None if v in options else f"expected one of {', '.join(options)}, got {v!r}"
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str) and 0 < len(v) <= MAX_STRING
 
 
-def _bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
+@dataclass(frozen=True)
+class Rule:
+    """What one setting accepts: `doc` is its type column in docs/PROTOCOL.md's settings table (a test compares
+    them), `ok` the check itself. Every accepted number is finite and in its range before it reaches the engine."""
+
+    doc: str
+    ok: Callable[[Any], bool]
 
 
-def _path(v: Any) -> str | None:
-    return None if v is None or (isinstance(v, str) and v) else f"expected a path string or null, got {v!r}"
+def _ints(lo: int, hi: int, nullable: bool = False) -> Rule:
+    return Rule(f"int {lo}..{hi}{' or null' if nullable else ''}",
+                lambda v: (v is None and nullable) or (_is_int(v) and lo <= v <= hi))
 
 
-def _bound(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"))
-    return None if ok else f"expected a number > 0 or null, got {v!r}"
+def _floats(lo: float, hi: float, nullable: bool = False, open_low: bool = False) -> Rule:
+    """Numbers in [lo, hi] (`open_low`: (lo, hi]); NaN fails every comparison, so it never passes."""
+    doc = f"float ({lo:g}, {hi:g}]" if open_low else f"float {lo:g}..{hi:g}"
+    return Rule(doc + (" or null" if nullable else ""),
+                lambda v: (v is None and nullable) or (_is_num(v) and (lo < v if open_low else lo <= v) and v <= hi))
 
 
-def _unit(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0)
-    return None if ok else f"expected a number in 0..1 or null, got {v!r}"
+def _choice(options: tuple[str, ...]) -> Rule:
+    return Rule(" \\| ".join(f'"{o}"' for o in options), lambda v: v in options)
 
 
-def _fraction(v: Any) -> str | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
-    return None if ok else f"expected a number in 0..1, got {v!r}"
+def _string(test: Callable[[str], bool] = lambda v: True) -> Rule:
+    return Rule("string or null", lambda v: v is None or (_is_str(v) and test(v)))
 
 
-def _endpoint(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, str) and v.startswith(("unix:/", "http://", "https://")))
-    return None if ok else f"expected unix:/PATH, http://HOST:PORT or https://... or null, got {v!r}"
+BOOL = Rule("bool", lambda v: isinstance(v, bool))
+LANGUAGES = Rule("list of languageId or null", lambda v: v is None or (
+    isinstance(v, tuple) and len(v) <= MAX_LIST and all(_is_str(x) for x in v)))
 
-
-def _env_name(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, str) and v.isidentifier() and v.isascii())
-    why = "expected the name of an environment variable (not the key itself) or null"
-    return None if ok else f"{why}, got a {type(v).__name__}"
-
-
-def _name(v: Any) -> str | None:
-    return None if v is None or (isinstance(v, str) and v) else f"expected a model id string or null, got {v!r}"
-
-
-def _languages(v: Any) -> str | None:
-    ok = v is None or (isinstance(v, tuple) and all(isinstance(x, str) and x for x in v))
-    return None if ok else f"expected a list of languageId strings or null, got {v!r}"
-
-
-_CHECKS: dict[str, Callable[[Any], str | None]] = {
-    "enabled": _bool,
-    "model_path": _path,
+RULES: dict[str, Rule] = {
+    "enabled": BOOL,
+    "model_path": _string(),
     "device": _choice(DEVICES),
     "dtype": _choice(DTYPES),
-    "steps": _int_range(1, 256, nullable=True),
-    "entropy_bound": _bound,
-    "debounce_ms": _int_range(0, 2000),
-    "languages": _languages,
-    "context_tokens": _int_range(64, 32768),
-    "drafts": _bool,
+    "steps": _ints(1, 256, nullable=True),
+    "entropy_bound": _floats(0, ENTROPY_BOUND_MAX, nullable=True, open_low=True),
+    "debounce_ms": _ints(0, 2000),
+    "languages": LANGUAGES,
+    "context_tokens": _ints(64, 32768),
+    "drafts": BOOL,
     "prompt_format": _choice(PROMPT_FORMATS),
     "weights": _choice(WEIGHTS),
     "backend": _choice(BACKENDS),
-    "endpoint": _endpoint,
-    "api_key_env": _env_name,
-    "model": _name,
-    "auto_start": _bool,
-    "min_confidence": _unit,
+    "endpoint": _string(lambda v: v.startswith(("unix:/", "http://", "https://"))),
+    "api_key_env": _string(lambda v: v.isidentifier() and v.isascii()),
+    "model": _string(),
+    "auto_start": BOOL,
+    "min_confidence": _floats(0, 1, nullable=True),
     "openai_diffusion": _choice(OPENAI_DIFFUSION),
-    "rewrite_from_selection": _bool,
-    "rewrite_noise": _fraction,
-    "cross_file_tokens": _int_range(0, 16384, nullable=True),
-    "index_max_files": _int_range(0, 1_000_000),
-    "index_max_file_bytes": _int_range(1024, 16 << 20),
-    "next_edit": _bool,
-    "next_edit_debounce_ms": _int_range(0, 10_000),
-    "next_edit_lines_above": _int_range(0, 50),
-    "next_edit_lines_below": _int_range(0, 100),
-    "next_edit_indicator_only": _bool,
-    "next_edit_noise": _fraction,
+    "rewrite_from_selection": BOOL,
+    "rewrite_noise": _floats(0, 1),
+    "cross_file_tokens": _ints(0, 16384, nullable=True),
+    "index_max_files": _ints(0, 1_000_000),
+    "index_max_file_bytes": _ints(1024, 16 << 20),
+    "next_edit": BOOL,
+    "next_edit_debounce_ms": _ints(0, 10_000),
+    "next_edit_lines_above": _ints(0, 50),
+    "next_edit_lines_below": _ints(0, 100),
+    "next_edit_indicator_only": BOOL,
+    "next_edit_noise": _floats(0, 1),
 }
+# what a rejected value is said to be: never the value itself for the key's environment-variable *name* setting
+# (a user who pastes the key there must not see it echoed into a log)
+_SECRET = frozenset({"api_key_env"})
+
+
+def check(name: str, v: Any) -> str | None:
+    """Why `v` is not a valid value of the setting `name` (None: it is)."""
+    if RULES[name].ok(v):
+        return None
+    got = f"a {type(v).__name__}" if name in _SECRET else shorten(v)
+    what = "the name of an environment variable (not the key itself)" if name in _SECRET else RULES[name].doc
+    return f"expected {what}, got {got}"
+
 
 # wire key (camelCase) -> field name
 KEYS: dict[str, str] = {
@@ -232,11 +247,9 @@ def unwrap(raw: Any) -> Any:
 
 
 def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list[str]]:
-    """Merge client JSON over `base`. Returns the settings and one human-readable error per rejected key.
-
-    A rejected key takes its default value (not `base`'s), as docs/PROTOCOL.md says. `None` or `{}` changes
-    nothing.
-    """
+    """Merge client JSON over `base`. Returns the settings and the messages to show: one per rejected value (the
+    key keeps `base`'s value, the one in force), and one for all unknown keys together. `None` or `{}` changes
+    nothing."""
     raw = unwrap(raw)
     if raw is None:
         return base, []
@@ -244,18 +257,28 @@ def parse_settings(raw: Any, base: Settings = _DEFAULTS) -> tuple[Settings, list
         return base, [f"dg settings: expected an object, got {type(raw).__name__}; settings unchanged"]
     values = dataclasses.asdict(base)
     errors: list[str] = []
+    unknown: list[str] = []
     for key, value in raw.items():
-        name = KEYS.get(key)
+        name = KEYS.get(key) if isinstance(key, str) else None
         if name is None:
-            errors.append(f"dg settings: unknown key {key!r} ignored")
+            unknown.append(key)
             continue
         if name == "languages" and isinstance(value, list):
             value = tuple(value)
-        if name in ("entropy_bound", "min_confidence", "rewrite_noise", "next_edit_noise") and _is_int(value):
+        if name in _FLOATS and _is_int(value) and RULES[name].ok(value):
             value = float(value)
-        err = _CHECKS[name](value)
+        err = check(name, value)
         if err:
-            errors.append(f"dg settings: {key}: {err}; using the default {getattr(_DEFAULTS, name)!r}")
-            value = getattr(_DEFAULTS, name)
+            errors.append(f"dg settings: {key}: {err}; keeping {shorten(getattr(base, name))}")
+            continue
         values[name] = value
+    if unknown:
+        shown = ", ".join(shorten(k) for k in unknown[:UNKNOWN_SHOWN])
+        more = f" and {len(unknown) - UNKNOWN_SHOWN:,} more" if len(unknown) > UNKNOWN_SHOWN else ""
+        errors.append(f"dg settings: {len(unknown):,} unknown key{'s' if len(unknown) > 1 else ''} ignored: "
+                      f"{shown}{more}")
     return Settings(**values), errors
+
+
+_FLOATS = frozenset({"entropy_bound", "min_confidence", "rewrite_noise", "next_edit_noise"})
+UNKNOWN_SHOWN = 5  # unknown keys named in the one message about them

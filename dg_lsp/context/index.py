@@ -21,6 +21,7 @@ from typing import NamedTuple
 import tree_sitter
 
 from dg_lsp.context.ignore import Ignore
+from dg_lsp.context.resolve import Resolver
 from dg_lsp.context.symbols import Definition, Import, definition_steps, imports
 from dg_lsp.languages import parse_until, parser
 
@@ -80,6 +81,7 @@ class WorkspaceIndex:
         self._parse: _Parse | None = None
         self._tables: dict[str, dict[str, list[Definition]]] = {}
         self.generation = 0  # changes whenever a file's entry does (selection caches key on it)
+        self.resolver = Resolver(self.roots, self.files.keys(), self.by_stem)
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -238,36 +240,9 @@ class WorkspaceIndex:
     # -- lookups ------------------------------------------------------------------------------------------------------
 
     def module_files(self, module: str, importer: str) -> list[str]:
-        """Indexed files an import's module names: Python dotted names (leading dots: relative to `importer`),
-        JS/TS relative specifiers ("./x", "../y/z"); C/C++ quoted headers."""
-        here = Path(importer).parent
-        if module.startswith("."):
-            if module.startswith(("./", "../")):  # JS/TS
-                base = (here / module).resolve()
-                cands = [str(base) + ext for ext in ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".d.ts")]
-                cands += [str(base / f"index{ext}") for ext in (".ts", ".tsx", ".js", ".jsx")]
-                return [c for c in cands if c in self.files]
-            level = len(module) - len(module.lstrip("."))
-            base = here
-            for _ in range(level - 1):
-                base = base.parent
-            rest = module.lstrip(".")
-            target = base.joinpath(*rest.split(".")) if rest else base
-            cands = [str(target) + ".py", str(target / "__init__.py"), str(target) + ".pyi"]
-            return [c for c in cands if c in self.files]
-        parts = module.replace("::", ".").split(".") if "/" not in module else module.split("/")
-        if module.endswith((".h", ".hpp", ".hh")):
-            parts = [Path(module).stem]
-            tail = module
-        else:
-            tail = "/".join(parts)
-        out = []
-        for path in self.by_stem.get(parts[-1], ()):
-            p = path.rsplit(".", 1)[0]
-            if p.endswith("/" + tail) or p.endswith("/" + tail + "/__init__") or p.endswith("/" + tail + "/index") \
-                    or path.endswith("/" + tail):
-                out.append(path)
-        return sorted(out)
+        """Indexed files an import's module names, found as the importer's language finds it
+        (dg_lsp.context.resolve)."""
+        return self.resolver.module_files(module, importer)
 
     def _lookup(self, path: str) -> dict[str, list[Definition]]:
         """name -> top-level definitions and "parent." + name -> members, per file, built on first use (a

@@ -31,7 +31,13 @@ class Snippet:
     line: int
     text: str
     key: str  # grammar key of its file
-    why: str  # "import" | "name" | "similar"
+    why: str  # "import" | "used" | "name" | "module" | "similar"
+    name: str = ""  # the definition's name ("" for a window of similar code)
+    kind: str = "whole"  # "whole": the definition's stub; "signature": its smaller form; "window": similar code
+
+    def item(self) -> dict[str, object]:
+        """dg/status `crossFile.items`: what this excerpt is."""
+        return {"path": self.path, "line": self.line, "name": self.name, "kind": self.kind}
 
 
 def render(d: Definition, key: str, members: list[Definition] = ()) -> str:
@@ -49,6 +55,45 @@ def render(d: Definition, key: str, members: list[Definition] = ()) -> str:
     body = "".join(f"\n  {m.signature}" + ("" if m.signature.endswith((";", "}")) else ";")
                    for m in members[:MAX_MEMBERS])
     return f"{doc}{d.signature} {{{body}\n}}"
+
+
+def smaller(d: Definition, key: str, members: list[Definition] = ()) -> list[str]:
+    """Smaller forms of `render(d, key, members)`, largest first, for a budget the stub does not fit: without the
+    doc line (a class keeps its members' signatures), then the signature line alone."""
+    out = []
+    bare = f"{d.signature}: ..." if key == "python" and d.kind != "constant" else render(d._replace(doc=""), key)
+    for form in (render(d._replace(doc=""), key, members), bare, _names_only(bare) if key == "python" else bare):
+        if form not in out and form != render(d, key, members):
+            out.append(form)
+    return out
+
+
+def _names_only(stub: str) -> str:
+    """`def f(a: int = 1, *b: str) -> T: ...` as `def f(a, *b): ...` (Python): the parameters' names, when even
+    the signature does not fit."""
+    head, par, rest = stub.partition("(")
+    depth, params, cur = 1, [], ""
+    for ch in rest:
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth == 0:
+            params.append(cur)
+            return f"{head}({', '.join(p.split(':')[0].split('=')[0].strip() for p in params if p.strip())}): ..." \
+                if par else stub
+        if ch == "," and depth == 1:
+            params.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return stub
+
+
+def cost(snippets: list[Snippet], current: str, key: str, encode: Encode) -> int:
+    """Tokens `snippets` take in a prompt, laid out as FIM (the current file's header included) or as the chat
+    section, whichever is more: the budget is a hard cap for both."""
+    if not snippets:
+        return 0
+    chat = sum(len(encode(f"`{p}`:\n{code}\n")) for p, code in chat_related(snippets))
+    return max(len(fim_ids(snippets, current, key, encode)), chat)
 
 
 def file_separator(encode: Encode) -> list[int] | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dg_lsp.context.index import EXTENSIONS, MAX_LINE_CHARS, WorkspaceIndex
-from dg_lsp.context.layout import Snippet, render
+from dg_lsp.context.layout import Snippet, cost, header, render, smaller
 from dg_lsp.context.symbols import Definition, Import, imports
 from dg_lsp.languages import parser
 
@@ -109,11 +109,15 @@ class Selector:
             self._used.pop(next(iter(self._used)))
         return out
 
-    def _def_snippet(self, path: str, d: Definition, why: str, members: bool = True) -> Snippet:
+    def _def_snippets(self, path: str, d: Definition, why: str, members: bool = True) -> list[Snippet]:
+        """The definition's stub, then its smaller forms (layout.smaller): one of them is chosen, the largest that
+        fits."""
         entry = self.index.entry(path)
-        members = self.index.members(path, d.name) if d.kind == "class" and members else []
-        return Snippet(self.relpath(path), d.line, render(d, entry.key if entry else "python", members),
-                       entry.key if entry else "python", why)
+        key = entry.key if entry else "python"
+        shown = self.index.members(path, d.name) if d.kind == "class" and members else []
+        rel = self.relpath(path)
+        return [Snippet(rel, d.line, render(d, key, shown), key, why, d.name, "whole")] + [
+            Snippet(rel, d.line, text, key, why, d.name, "signature") for text in smaller(d, key, shown)]
 
     def binds(self, path: str, text: str) -> dict[str, Import]:
         """The names `path`'s imports bind: from the index, else (a file it has not reached, an unsaved one) parsed
@@ -215,7 +219,7 @@ class Selector:
         if got is not None:  # the same inputs (typing inside a word, a repeated request): the same choice
             return got
         seen: set[tuple[str, int]] = set()
-        ranked: list[Snippet] = []
+        ranked: list[list[Snippet]] = []  # per candidate: its forms, largest first
         classes: set[tuple[str, str]] = set()
         for name in names:
             for f, d, why in self.resolve(path, name, binds):
@@ -224,26 +228,46 @@ class Selector:
                 seen.add((f, d.line))
                 if d.kind == "class":
                     classes.add((f, d.name))
-                ranked.append(self._def_snippet(f, d, why))
+                ranked.append(self._def_snippets(f, d, why))
         for f, d in uses:  # what the file uses from other files, most used first, as short stubs
             if (f, d.line) not in seen and (f, d.parent) not in classes:
                 seen.add((f, d.line))
-                ranked.append(self._def_snippet(f, d, "used", members=False))
+                ranked.append(self._def_snippets(f, d, "used", members=False))
         # stable: imports near the hole first, then what the file uses from its imports (certain, where a same-named
         # definition elsewhere is a guess), each group nearest / most used first
         order = {"import": 0, "used": 1, "name": 2, "module": 3}
-        ranked.sort(key=lambda s: order.get(s.why, 4))
-        ranked += self._similar(path, near, list(others))
-        chosen, used = [], 0
-        for s in ranked:
-            n = self.count(s.text, encode) + 8  # + its share of headers and separators
-            if used + n <= budget:
-                chosen.append(s)
-                used += n
+        ranked.sort(key=lambda forms: order.get(forms[0].why, 4))
+        ranked += [[s] for s in self._similar(path, near, list(others))]
+        chosen, used = self._fit(ranked, self.relpath(path), _key_of(path), budget, encode)
         self._choices[key] = choice = Choice(chosen, used)
         while len(self._choices) > 64:
             self._choices.popitem(last=False)
         return choice
+
+
+    def _fit(self, ranked: list[list[Snippet]], current: str, key: str, budget: int,
+             encode: Encode) -> tuple[list[Snippet], int]:
+        """In rank order, the largest form of each candidate that still fits, counted with the headers of the
+        layout (each file's and the current file's); then the exact cost of the layout (layout.cost), the last
+        chosen dropped while it is over: `budget` is a hard cap."""
+        chosen: list[Snippet] = []
+        files: set[str] = set()
+        est = self.count(header(current, key), encode) + 1  # the current file's header (or separator and path)
+        for forms in ranked:
+            for s in forms:
+                n = self.count(s.text, encode) + 1  # + the blank line after it
+                if s.path not in files:
+                    n += self.count(header(s.path, s.key), encode) + 1
+                if est + n <= budget:
+                    chosen.append(s)
+                    files.add(s.path)
+                    est += n
+                    break
+        used = cost(chosen, current, key, encode)
+        while used > budget:
+            chosen.pop()
+            used = cost(chosen, current, key, encode)
+        return chosen, used
 
 
 def neighbourhood(text: str, offset: int, memo: list | None = None) -> list[str]:

@@ -288,7 +288,7 @@ def _other_imports(node: tree_sitter.Node, key: str, src: bytes) -> list[Import]
     text = _text(node, src)
     if key == "go":
         out = []
-        for m in re.finditer(r'(?:(\w+)\s+)?"([^"]+)"', text):
+        for m in re.finditer(r'(?:(\w+)\s+)?"([^"]+)"', text.removeprefix("import")):  # `import "x"`: no alias
             out.append(Import(m.group(1) or m.group(2).rsplit("/", 1)[-1], m.group(2)))
         return out
     if key == "java" and node.type == "import_declaration":
