@@ -25,14 +25,16 @@ def listing(helpers: bool = False) -> str:
         out.append("")
     if helpers:
         out.append("helpers (no command of their own):")
-        out += [f"  {h.name:<{width}}  for {h.serves}" for h in HELPERS]
+        hwidth = max(len(h.name) for h in HELPERS)
+        out += [f"  {h.name:<{hwidth}}  for {h.serves}" for h in HELPERS]
     return "\n".join(out).rstrip()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "--helpers", "list"):
-        print(__doc__.split("\n\n", 1)[0] if argv[:1] in (["-h"], ["--help"]) else "", end="")
+        if argv[:1] in (["-h"], ["--help"]):
+            print(__doc__.strip(), end="\n\n")
         print(listing(helpers=argv[:1] == ["--helpers"]))
         return 0
     bench = find(argv[0])

@@ -46,7 +46,7 @@ HEADLINE = ("tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks",
 
 
 async def start(model: Path, extra: dict) -> Client:
-    """bench.lsp_latency's launcher with next edits on in the window this bench scores; checks the server says it
+    """bench.launch's launcher with next edits on in the window this bench scores; checks the server says it
     has them (capabilities.experimental.dgNextEdit)."""
     client = await start_server(model, {"nextEdit": True, "nextEditLinesAbove": LINES_ABOVE,
                                          "nextEditLinesBelow": LINES_BELOW, **extra})
