@@ -13,12 +13,12 @@ from pathlib import Path
 
 def pick_model(root: Path, model: Path | None, tokenizer: bool = False) -> tuple[Path, str]:
     """(checkpoint dir, label): dg_lsp.devtools.client.pick_model (an explicit path, else the shipped default model),
-    else a random checkpoint of the default model's shape (bench.engine_speed.BENCH_SHAPE) built under `root`, with the
+    else a random checkpoint of the default model's shape (bench.checkpoint.BENCH_SHAPE) built under `root`, with the
     tiny test tokenizer when `tokenizer` (the language server needs one)."""
     from dg_lsp.devtools.client import pick_model as pick
 
     def random_checkpoint() -> tuple[Path, str]:
-        from bench.engine_speed import BENCH_SHAPE, build_bench_checkpoint
+        from bench.checkpoint import BENCH_SHAPE, build_bench_checkpoint
         from engine.testing.tiny import build_tiny_checkpoint
 
         if tokenizer:

@@ -3,7 +3,7 @@
 Two real server processes, started together with the same model and the same workspace folder (a real project:
 by default the standard library, capped at 2,500 files as bench.context's large index): one with context from
 other files on (the default crossFileTokens), one with it off (crossFileTokens 0, so no index is built). The same
-keystrokes (bench.lsp_latency.replay: didChange + inlineCompletion, debounce 0, 4 steps) go to both, alternating
+keystrokes (bench.launch.replay: didChange + inlineCompletion, debounce 0, 4 steps) go to both, alternating
 which server goes first at each place in the file. The figure per keystroke is bench.lsp_latency's server overhead:
 the server's own time from the didChange's arrival to the answer written, minus the engine's time and the idle wait
 for the client's request. The "on" server answers its first keystrokes while its index is still being built (its
@@ -20,6 +20,10 @@ import time
 from pathlib import Path
 
 from bench.common import median, percentile
+from bench.launch import places
+from bench.launch import retype as keystrokes
+from bench.launch import start as start_server
+from bench.launch import stop as stop_server
 from dg_lsp.devtools.client import open_doc
 from dg_lsp.trace import STAGES
 
@@ -30,15 +34,11 @@ FILE = "email/message.py"  # a file of the workspace whose imports reach other f
 
 async def start(model: Path, folder: Path, **settings):
     """A server with `folder` as its workspace folder, initialized with `settings` (beside debounce 0, no
-    confidence gate, 4 steps), its model ready: bench.lsp_latency's launcher."""
-    from bench.lsp_latency import start as start_server
-
+    confidence gate, 4 steps), its model ready: bench.launch's launcher."""
     return await start_server(model, {"debounceMs": 0, "minConfidence": 0, "steps": 4, **settings}, folder)
 
 
 async def stop(client) -> None:
-    from bench.lsp_latency import stop as stop_server
-
     await stop_server(client)
 
 
@@ -48,10 +48,8 @@ def loop_cpu_ms(pid: int) -> float:
 
 
 async def retype(client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
-    """bench.lsp_latency.retype at one place: the server's overhead per keystroke, and the loop's CPU time from each
+    """bench.launch.retype at one place: the server's overhead per keystroke, and the loop's CPU time from each
     didChange sent to its answer received (the server's event loop only: the engine runs on its own thread)."""
-    from bench.lsp_latency import retype as keystrokes
-
     pid = client._server.pid
     rows = []
     for key in await keystrokes(client, uri, text, spot, meter=lambda: loop_cpu_ms(pid)):
@@ -81,8 +79,6 @@ def p(xs: list[float]) -> dict:
 
 
 async def measure(model: Path, folder: Path, file: Path, spots_n: int, keys: int, max_files: int) -> dict:
-    from bench.lsp_latency import places
-
     text = file.read_text(encoding="utf-8")
     uri = file.resolve().as_uri()
     t0 = time.perf_counter()

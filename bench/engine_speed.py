@@ -27,21 +27,9 @@ from pathlib import Path
 
 import torch
 
+from bench.checkpoint import build_bench_checkpoint
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-BENCH_SHAPE = dict(
-    hidden_size=256, intermediate_size=512, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
-    head_dim=64, global_head_dim=128, num_global_key_value_heads=1, sliding_window=1024,
-    layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
-    num_experts=4, top_k_experts=2, moe_intermediate_size=256,
-)
-
-
-def build_bench_checkpoint(root: Path, canvas: int) -> Path:
-    from engine.testing.tiny import build_tiny_checkpoint
-
-    return build_tiny_checkpoint(root / "bench", BENCH_SHAPE, canvas_length=canvas, vocab_size=8192,
-                                 with_tokenizer=False)
 
 
 def run(model: Path, context: int, canvas: int, steps: int, repeats: int, compiled: bool = False) -> dict:

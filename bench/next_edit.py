@@ -33,8 +33,8 @@ from pathlib import Path
 from lsprotocol import types as T
 
 from bench.common import emit, machine, pick_model
-from bench.lsp_latency import Client, stop, wait_for
-from bench.lsp_latency import start as start_server
+from bench.launch import Client, stop, wait_for
+from bench.launch import start as start_server
 from bench.next_edit_score import applicable, by_kind, contract_errors, score, summarize
 from bench.next_edit_tasks import LINES_ABOVE, LINES_BELOW, Task, build_tasks
 from dg_lsp.devtools.client import as_dict, edit_doc, open_doc
@@ -46,7 +46,7 @@ HEADLINE = ("tasks", "exact", "no_edit_precision", "reversals", "syntax_breaks",
 
 
 async def start(model: Path, extra: dict) -> Client:
-    """bench.lsp_latency's launcher with next edits on in the window this bench scores; checks the server says it
+    """bench.launch's launcher with next edits on in the window this bench scores; checks the server says it
     has them (capabilities.experimental.dgNextEdit)."""
     client = await start_server(model, {"nextEdit": True, "nextEditLinesAbove": LINES_ABOVE,
                                          "nextEditLinesBelow": LINES_BELOW, **extra})

@@ -34,8 +34,8 @@ from typing import Any
 import httpx
 from lsprotocol import types as T
 
-from bench.common import checkout_env, emit, median, percentile
-from bench.lsp_latency import Client, pick_file, pick_model, places, replay, start, stop
+from bench.common import emit, median, percentile, pick_model
+from bench.launch import Client, pick_file, places, replay, start_lsp, stop
 from bench.service_loop import start as start_service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,21 +53,12 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def child_env() -> dict[str, str]:
-    return checkout_env(OMP_NUM_THREADS="1")
-
-
 def health(sock: Path) -> dict | None:
     try:
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=5) as h:
             return h.get("http://dg-engine/health").json()
     except (httpx.HTTPError, ValueError):
         return None
-
-
-async def start_lsp(init: dict) -> Client:
-    """bench.lsp_latency's launcher on the model the settings `init` name (no confidence gate)."""
-    return await start(None, {"minConfidence": 0, **init}, env=child_env())
 
 
 def open_copy(client: Client, file: Path, text: str, name: str) -> str:
@@ -81,7 +72,7 @@ def open_copy(client: Client, file: Path, text: str, name: str) -> str:
 async def paired(inits: list[dict], file: Path, text: str, n: int, keys: int) -> list[tuple[list[dict], float]]:
     """Phases 1 and 2: keystroke -> item of replayed typing, each keystroke waiting for its answer, for each server
     in `inits`. The servers run side by side and take turns, spot by spot (in alternating order), so a busy shared
-    machine slows them alike. Returns each server's rows (bench.lsp_latency.replay) and peak RSS."""
+    machine slows them alike. Returns each server's rows (bench.launch.replay) and peak RSS."""
     clients = [await start_lsp(init) for init in inits]
     uris = [open_copy(c, file, text, f"replay{i}") for i, c in enumerate(clients)]
     spots = places(text, n + 2, keys, seed=3)

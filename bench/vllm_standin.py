@@ -41,9 +41,8 @@ import httpx
 from lsprotocol import types as T
 
 from bench.common import emit, median, percentile, pick_model
-from bench.lsp_latency import Client, pick_file, places, stop
-from bench.lsp_latency import retype as keystrokes
-from bench.service import child_env, start_lsp
+from bench.launch import Client, child_env, pick_file, places, start_lsp, stop
+from bench.launch import retype as keystrokes
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ID = "google/diffusiongemma-26B-A4B-it"  # what the stand-in calls its model (any id works)
@@ -145,7 +144,7 @@ def standin_log(url: str) -> list[dict]:
 # -- the measurement ------------------------------------------------------------------------------------------------
 
 async def retype(client: Client, uri: str, text: str, spot: tuple[int, str]) -> list[dict]:
-    """bench.lsp_latency.retype at one spot: keystroke -> answer and what the request's dg/status says ran."""
+    """bench.launch.retype at one spot: keystroke -> answer and what the request's dg/status says ran."""
     rows = []
     for key in await keystrokes(client, uri, text, spot):
         stats = key.stats

@@ -3,8 +3,8 @@ print, as its last line, the JSON the README and the suite read, with its keys. 
 `bench.service` crashed for weeks after a shared client changed) fails here. Not timing tests (STYLE rule 12): the
 figures are not checked, only that they are there.
 
-Modules with no `__main__` (common, editfuzz, engine_speed_families, gate_replay, gpu_model, malformed,
-parity_families, rawlsp, report) are libraries of the ones below and run inside them; `run` and `gpu_suite` run in
+Modules with no `__main__` block (bench/registry.py's HELPERS: common, launch, checkpoint, rawlsp, ...) are libraries
+of the ones below and run inside them; bench/__main__.py is the list (test_bench_layout). `run` and `gpu_suite` run in
 test_bench_smoke, which also reads the files they write.
 One test per module, so pytest-xdist spreads them over its workers.
 """
@@ -63,7 +63,8 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
 
 
 def runnable_modules() -> set[str]:
-    return {p.stem for p in (ROOT / "bench").glob("*.py") if "__main__" in p.read_text(encoding="utf-8")}
+    return {p.stem for p in (ROOT / "bench").glob("*.py")
+            if p.stem != "__main__" and "__main__" in p.read_text(encoding="utf-8")}
 
 
 def test_every_runnable_module_has_a_quick_run():
