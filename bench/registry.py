@@ -107,6 +107,8 @@ HELPERS = [
     Helper("report", "run, gpu_suite"),
     Helper("gpu_model", "gpu_suite"),
     Helper("parity_families", "parity"),
+    Helper("parity_gguf", "parity"),
+    Helper("engine_speed_families", "engine_speed"),
 ]
 
 
