@@ -2,7 +2,7 @@
 commands (one per line, backslash continuations joined, comments dropped) and its fenced JSON settings; and the
 sandbox the commands run in (tests/docs/test_readme_commands.py): a fresh HOME, and on PATH either the real
 `dg-lsp` (this checkout's server) or recorders that write down what a command was asked to do (`hf`, `vllm`,
-`code`, `dg-lsp`) where running it for real would download gigabytes or needs a GPU."""
+`code`, `pipx`, `dg-lsp`) where running it for real would download gigabytes or needs a GPU."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ class Sandbox:
     home: Path
     work: Path  # an empty folder: the working directory (dg-lsp --check indexes it)
     real_bin: Path  # dg-lsp: this checkout's server
-    record_bin: Path  # recorders for hf, vllm, code, dg-lsp
+    record_bin: Path  # recorders for hf, vllm, code, pipx, dg-lsp
     record: Path
 
     @classmethod
@@ -117,7 +117,7 @@ class Sandbox:
         for d in (box.home, box.work, box.real_bin, box.record_bin):
             d.mkdir()
         write_exe(box.real_bin / "dg-lsp", f'#!/bin/sh\nexec "{sys.executable}" -m dg_lsp "$@"\n')
-        for name in ("hf", "vllm", "code", "dg-lsp"):
+        for name in ("hf", "vllm", "code", "pipx", "dg-lsp"):
             write_exe(box.record_bin / name, RECORDER.format(python=sys.executable, name=name))
         return box
 
