@@ -188,7 +188,7 @@ def cancel_latency(eng, contexts: Contexts, context: int = 512, canvas: int = 64
     import random
     import threading
 
-    from engine.engine import CancelToken
+    from engine.seam import CancelToken
 
     progress("cancellation")
     ctx = contexts.get(context)

@@ -3,18 +3,18 @@ with a prefix KV cache across calls and cancellation between denoising steps."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 
+from engine.base import BaseEngine, Draft, InfillResult, resolve_device, resolve_dtype  # noqa: F401 (re-exported)
 from engine.config import CheckpointConfig
 from engine.denoising import checked_runner, rng
 from engine.denoising import sampler as S
@@ -31,15 +31,11 @@ from engine.prompts import load_prompt_format
 from engine.quant.plan import resolve as resolve_weights
 from engine.seam import (
     CancelFlag,
-    CancelToken,
     PromptFormat,
     SettingsInForce,
-    StateListener,
-    StepDraft,
     fill_confidence,
     seed_canvases,
 )
-from engine.tokens import PromptFormatError, splits_before_newline
 
 log = logging.getLogger(__name__)
 
@@ -62,53 +58,6 @@ def default_model_path() -> Path:
     return Path(__file__).resolve().parent / "default_model"
 
 
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' requested but torch sees no CUDA device")
-    return dev
-
-
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in table:
-        raise ValueError(f"dtype must be one of auto, {', '.join(table)}; got {dtype!r}")
-    return table[dtype]
-
-
-@dataclass
-class Draft:
-    step: int
-    steps: int
-    canvas: int
-    ids: list[int]
-    text: str
-    done: bool = False
-    result: InfillResult | None = None
-
-
-@dataclass
-class InfillResult:
-    ids: list[int]
-    text: str
-    steps: int
-    canvases: int
-    cancelled: bool
-    reused_prefix_tokens: int
-    timings: dict[str, float] = field(default_factory=dict)
-    tokens_accepted_per_step: float = 0.0
-    confidence: float | None = None  # engine.seam.FillResult.confidence (None: cancelled)
-    token_probs: list[float] = field(default_factory=list)  # per kept token (+ the eos that ended the fill)
-    error: str | None = None  # engine.seam.FillResult: the embedded engine raises instead of failing a fill
-
-
 @dataclass(frozen=True)
 class SampleSettings:
     """Resolved per-call sampling settings (checkpoint defaults overridden by the call)."""
@@ -122,7 +71,7 @@ class SampleSettings:
     one_per_step: bool = False  # left-to-right baseline: accept only the lowest-entropy position each step
 
 
-class Engine:
+class Engine(BaseEngine):
     """A loaded checkpoint that fills infill canvases. `cuda_graphs` (CUDA only) replays each denoising step from
     a CUDA graph, one per (canvas length, context capacity) bucket; `compile` runs the step through
     `torch.compile(fullgraph=True)` (first use of each bucket compiles: seconds to minutes); `encode_chunk`
@@ -165,7 +114,7 @@ class Engine:
                         sampler_backend: str = "auto", prompt_format: str = "auto",
                         sampler: Mapping[str, Any] | None = None, weights: str = "auto", cuda_graphs: bool = True,
                         compile: bool = False, encode_chunk: int | None = None,
-                        prefix_cache_bytes: int | None = None) -> Engine:
+                        prefix_cache_bytes: int | None = None) -> BaseEngine:
         """`prompt_format`: "auto" | "fim" | "chat" (engine.prompts); `sampler`: settings over the checkpoint's
         generation_config.json (steps, entropy_bound, t_min, t_max, stability_threshold,
         confidence_threshold, max_new_tokens; see engine.config.apply_overrides). `weights`: auto | bf16 | int8 |
@@ -207,55 +156,8 @@ class Engine:
 
         return "triton" if kernels.available() else "torch"
 
-    # -- text ----------------------------------------------------------------------------------------------------
-    def _tok(self) -> Tokenizer:
-        if self.tokenizer is None:
-            raise RuntimeError(f"checkpoint {self.path} has no tokenizer.json; use the id-based API")
-        return self.tokenizer
-
-    @functools.cached_property
-    def splits_before_newline(self) -> bool:
-        """Whether `encode` may tokenize a text in two parts at a newline after non-whitespace (see
-        `engine.tokens.splits_before_newline`)."""
-        return self.tokenizer is not None and splits_before_newline(self.tokenizer)
-
-    # -- the engine seam (engine.seam.InfillBackend) ---------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def prompt_format(self) -> PromptFormat:
-        if self.infill_format is None:
-            raise PromptFormatError(f"{self.path} has no tokenizer.json: no prompt format (use the id-based API)")
-        return self.infill_format
-
-    def new_cancel_token(self) -> CancelToken:
-        return CancelToken()
-
     def settings_in_force(self) -> SettingsInForce:
         return {**self.config.settings_in_force(), "gpu": {"value": self.gpu.wire(), "source": "self-check"}}
-
-    def watch_state(self, listener: StateListener) -> None:
-        """In-process: the state never changes after loading, so `listener` is never called."""
-
-    def close(self) -> None:
-        """Nothing to release: the weights and caches are memory, freed with the last reference (a job queued
-        before a reload may still run on this engine)."""
-
-    def encode(self, text: str) -> list[int]:
-        # encode_batch* releases the GIL while it tokenizes (Tokenizer.encode holds it for the whole text, during
-        # which no other thread of the process runs); _fast skips the offsets. Same ids as encode.
-        return self._tok().encode_batch_fast([text], add_special_tokens=False)[0].ids
-
-    def decode(self, ids: list[int]) -> str:
-        return self._tok().decode(ids, skip_special_tokens=False) if ids else ""
-
-    def _text(self, ids: list[int]) -> str:
-        return self.decode(ids) if self.tokenizer is not None else ""
-
-    def context_ids(self, prefix: str, suffix: str) -> list[int]:
-        return self.prompt_format.context(self.encode(prefix), self.encode(suffix))
 
     # -- settings ------------------------------------------------------------------------------------------------
     def settings(self, steps: int | None = None, entropy_bound: float | None = None,
@@ -388,40 +290,6 @@ class Engine:
         )
         yield Draft(step=n_steps, steps=st.steps, canvas=canvases - 1, ids=out, text=result.text, done=True,
                     result=result)
-
-    def infill(self, context_ids: list[int], *, canvas_length: int | None = None, steps: int | None = None,
-               entropy_bound: float | None = None, max_canvases: int = 1, seed: int = 0,
-               cancel: CancelFlag | None = None, on_step: Callable[[StepDraft], None] | None = None,
-               draft_text: bool = False, init_ids: list[int] | None = None, start_noise: float = 1.0,
-               reference_compatible: bool = False, one_per_step: bool = False) -> InfillResult:
-        """Fill one infill request (engine.seam.InfillBackend.infill); `on_step` receives every intermediate Draft.
-        Beyond the seam, for the engine's own tests and benchmarks: `canvas_length` may be None (the checkpoint's),
-        `reference_compatible` and `one_per_step` (see `stream`)."""
-        try:
-            for draft in self.stream(context_ids, canvas_length, steps, entropy_bound, max_canvases, seed, cancel,
-                                     reference_compatible, one_per_step, draft_text, init_ids, start_noise):
-                if draft.done:
-                    assert draft.result is not None
-                    return draft.result
-                if on_step is not None:
-                    on_step(draft)
-        except torch.OutOfMemoryError as exc:  # this fill fails; the engine keeps serving with a smaller cache
-            return self._out_of_memory(exc)
-        raise AssertionError("stream ended without a result")
-
-    def _out_of_memory(self, exc: BaseException) -> InfillResult:
-        """The error result of a fill that ran out of device memory, once the prefix cache is halved and emptied."""
-        with self._lock:
-            kept = self.prefix_cache.shrink()
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-        why = (f"out of memory on {self.device} ({' '.join(str(exc).split())[:160]}); the prefix cache now keeps "
-               f"{kept} context(s): a shorter context, smaller weights (weights=int4) or a larger device avoids it")
-        log.warning("a fill failed: %s", why)
-        return InfillResult(ids=[], text="", steps=0, canvases=0, cancelled=False, reused_prefix_tokens=0, error=why)
-
-    def infill_text(self, prefix: str, suffix: str, **kwargs) -> InfillResult:
-        return self.infill(self.context_ids(prefix, suffix), **kwargs)
 
     def generate_ids(self, context_ids: list[int], max_new_tokens: int, **kwargs) -> list[int]:
         """Reference-style generation of ceil(max_new_tokens / canvas_length) canvases (for parity checks)."""

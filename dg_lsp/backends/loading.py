@@ -16,7 +16,7 @@ from dg_lsp.config import Settings
 from engine.seam import CancelFlag, InfillBackend
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from engine.base import BaseEngine
 
 CHECK_PREFIX, CHECK_SUFFIX = "def add(a, b):\n    return ", "\n"
 CHECK_STEPS = 2
@@ -71,7 +71,7 @@ def load_engine(settings: Settings) -> InfillBackend:
     return engine
 
 
-def check_engine(engine: Engine) -> None:
+def check_engine(engine: BaseEngine) -> None:
     """What the embedded engine needs before it can serve, each failure a ModelCheckError that says what to do:
     a tokenizer, canvases the model can hold, weights and logits that are finite. (Before the check fill: a canvas
     of 200,000 tokens would not finish, and damaged weights give NaN logits, which decode to empty fills.)"""

@@ -1,6 +1,7 @@
 """The embedded engine for mask-diffusion families (Dream, Open-dCoder, LLaDA), behind the same seam as
-DiffusionGemma's: an `engine.engine.Engine` whose fills run the one masked denoising loop
-(engine.denoising.masked) with the family's sampler over the whole window (prefix, canvas, suffix) every step.
+DiffusionGemma's: an `engine.base.BaseEngine` (as `engine.engine.Engine` is) whose fills run the one masked
+denoising loop (engine.denoising.masked) with the family's sampler over the whole window (prefix, canvas, suffix)
+every step.
 
 There is no causal encoder, so nothing is cached across fills or steps (the exact path: every step recomputes the
 window; `sampler={"dual_cache": N}` opts into Fast-dLLM's approximate dual cache, engine.families.dual_cache). What
@@ -19,10 +20,10 @@ from typing import Any
 
 import torch
 
+from engine.base import BaseEngine, Draft, InfillResult, resolve_device, resolve_dtype
 from engine.config import ConfigError
 from engine.denoising.masked import denoise_masked
 from engine.denoising.sampler import cut_at_eos
-from engine.engine import Draft, Engine, InfillResult, resolve_device, resolve_dtype
 from engine.families.checkpoint import FamilyCheckpoint, eos_ids, mask_token_id, read_json, resolve_settings
 from engine.families.contract import MaskFamily, MaskModel
 from engine.families.dense import DenseLM
@@ -34,7 +35,7 @@ from engine.quant.checkpoint import tensors
 from engine.seam import CancelFlag, fill_confidence, seed_canvases
 
 
-class MaskEngine(Engine):
+class MaskEngine(BaseEngine):
     """A loaded mask-diffusion checkpoint (see the module docstring). `family` is its registry entry."""
 
     def __init__(self, family: MaskFamily, model: MaskModel, config: FamilyCheckpoint, tokenizer: Any,

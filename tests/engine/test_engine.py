@@ -4,7 +4,8 @@ import threading
 
 import pytest
 
-from engine.engine import CancelToken, Engine
+from engine.engine import Engine
+from engine.seam import CancelToken
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ ENGINE = ROOT / "engine"
 TOP = {
     "dg_lsp": {"__init__", "__main__", "server", "session", "documents", "config", "languages", "trace", "memory",
                "sched"},
-    "engine": {"__init__", "seam", "seam_jobs", "engine", "config", "tokens", "loader"},
+    "engine": {"__init__", "seam", "seam_jobs", "engine", "base", "config", "tokens", "loader"},
 }
 FOLDERS = {
     "dg_lsp": {"wire", "handlers", "fill", "backends", "context", "nextedit", "devtools"},
