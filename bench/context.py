@@ -12,7 +12,8 @@
    imports and the top-level definitions), independent of the tree-sitter index under test. JavaScript and
    TypeScript holes: bench.context_es (regular expressions over require/import and definitions). The hole is the
    rest of the line from the name on (the line's remainder is removed from the text the selector sees). Recall at
-   B tokens: the needed definition is among the snippets chosen with a budget of B cross-file tokens; precision at
+   B tokens: the needed definition's name and signature (its stub or a smaller form) are among the snippets chosen
+   with a budget of B cross-file tokens; precision at
    1,024: the share of chosen tokens in snippets that hold a needed definition. Also per project.
 2. Index build time and memory (RSS growth of this process) for the largest project (`--large`, default the whole
    standard-library directory capped at --large-files files; >= 2,000 files).
@@ -22,7 +23,10 @@
    CPU per keystroke. Beside it, in process: Workspace.related + build_prompt against build_prompt alone.
 4. Prefix-cache reuse while typing with context on: per keystroke, the share of the previous encoder context
    that is a prefix of the new one (the engine's KV cache serves that part), mean over the keystrokes.
-Tokens: the shipped model's tokenizer. Last line JSON: {"holes", "recall": {"256", "512", "1024"}, "precision_1024",
+Decoy projects: email and json copied twice into one workspace (the package at its root, the same again under
+vendor/): a hit must come from the package itself. Tokens: the shipped model's tokenizer; a budget counts the
+layout's headers (dg_lsp.context.layout.cost). Last line JSON: {"holes", "recall": {"32", "64", "256", "1024"},
+"precision_1024",
 "index_s", "index_mb", "overhead_p95_ms": {"on", "off"}, "prefix_reuse", "per_project", ...}.
 """
 
@@ -34,6 +38,7 @@ import json
 import random
 import re
 import resource
+import shutil
 import sysconfig
 import tempfile
 import time
@@ -54,7 +59,8 @@ from engine.tokens import InfillFormat
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-BUDGETS = (256, 512, 1024)
+BUDGETS = (32, 64, 256, 1024)
+DECOYS = ("email", "json")  # stdlib packages also benched with a copy of themselves deeper in the tree
 NPM = Path("/usr/lib/node_modules/npm/lib")
 
 
@@ -140,10 +146,19 @@ def holes_of(pkg_root: Path) -> list[tuple[Path, int, str, Path, int]]:
 
 
 def hit(s, rel: str, lines: set[int], needed: str) -> bool:
-    """Does snippet `s` hold the definition of `needed` (at one of `lines` of `rel`, or as a member of a class
-    stub)?"""
-    return s.path == rel and (s.line in lines or
+    """Does snippet `s` hold the needed definition's name and signature: `rel`'s definition at one of `lines`
+    (whole or its smaller form), or its `def`/`class`/`function` line as a member of a class stub?"""
+    return s.path == rel and ((s.line in lines and needed in s.text) or
                               re.search(rf"\b(def|class|function)\s+{re.escape(needed)}\b", s.text) is not None)
+
+
+def decoy_project(pkg: Path, tmp: Path) -> tuple[Path, Path]:
+    """A workspace holding `pkg` at its root and the same package again under vendor/ (a same-named file deeper in
+    the tree, never the module): (workspace root, the package benched)."""
+    root = tmp / f"decoy-{pkg.name}"
+    for dest in (root / pkg.name, root / "vendor" / pkg.name):
+        shutil.copytree(pkg, dest, ignore=shutil.ignore_patterns("__pycache__", "test*"))
+    return root, root / pkg.name
 
 
 def project_name(pkg: Path) -> str:
@@ -159,12 +174,14 @@ def project_name(pkg: Path) -> str:
     return "/".join([name, *rest])
 
 
-def recall(projects: list[Path], n_holes: int, encode) -> dict:
+def recall(projects: list[Path | tuple[Path, Path]], n_holes: int, encode) -> dict:
+    """`projects`: package folders, or (workspace root, package folder) where the workspace holds more (decoys)."""
     found = {b: 0 for b in BUDGETS}
     useful = total_tokens = holes = 0
     per: dict[str, dict] = {}
-    for pkg in projects:
-        ix = WorkspaceIndex([pkg], max_files=100_000)
+    for item in projects:
+        top, pkg = item if isinstance(item, tuple) else (item, item)
+        ix = WorkspaceIndex([top], max_files=100_000)
         ix.build()
         sel = Selector(ix)
         python = next(pkg.rglob("*.py"), None) is not None
@@ -176,7 +193,7 @@ def recall(projects: list[Path], n_holes: int, encode) -> dict:
             text = f.read_text("utf-8", "replace")
             end = text.find("\n", offset)
             seen = text[:offset] + (text[end:] if end >= 0 else "")  # the answer (rest of the line) removed
-            rel = src.resolve().relative_to(pkg.resolve()).as_posix()
+            rel = src.resolve().relative_to(top.resolve()).as_posix()
             holes += 1
             for b in BUDGETS:
                 choice = sel.select(str(f.resolve()), seen, offset, b, encode)
@@ -188,9 +205,10 @@ def recall(projects: list[Path], n_holes: int, encode) -> dict:
                         total_tokens += n
                         useful += n if hit(s, rel, lines, needed) else 0
         n = holes - mine[1]
-        per[project_name(pkg)] = {"files": len(ix.files), "holes": n, "recall": {
+        name = project_name(pkg) if top == pkg else f"decoy:{pkg.name}"
+        per[name] = {"files": len(ix.files), "holes": n, "recall": {
             str(b): round((found[b] - mine[0][b]) / max(n, 1), 3) for b in BUDGETS}}
-        print(f"  {pkg}: {per[project_name(pkg)]}", flush=True)
+        print(f"  {pkg}: {per[name]}", flush=True)
     return {"holes": holes, "recall": {str(b): round(found[b] / max(holes, 1), 3) for b in BUDGETS},
             "precision_1024": round(useful / max(total_tokens, 1), 3), "per_project": per}
 
@@ -291,6 +309,8 @@ def main() -> None:
             projects.append(got)  # a TypeScript project from the npm registry
     n = 20 if args.quick else args.holes
     encode = encoder()
+    decoys = tempfile.TemporaryDirectory()
+    projects += [decoy_project(STDLIB / p, Path(decoys.name)) for p in (DECOYS[:1] if args.quick else DECOYS)]
     # the index first, in a fresh process: RSS growth would under-count memory freed by the recall indexes
     cost = index_cost(args.large, 300 if args.quick else args.large_files)
     print(f"index of {args.large}: {cost}", flush=True)

@@ -90,6 +90,11 @@ class WorkspaceIndex:
         """Work is left: the first walk is not over, or files wait to be (re)indexed."""
         return self._walk is not None or bool(self._queue) or self._parse is not None
 
+    @property
+    def pending(self) -> int:
+        """Files waiting to be (re)indexed after an editor or file event (not the first walk's)."""
+        return len(self._queue) + (self._parse is not None and self._walk is None)
+
     def entry(self, path: str) -> FileEntry | None:
         return self.files.get(path)
 

@@ -229,10 +229,12 @@ class Selector:
                 if d.kind == "class":
                     classes.add((f, d.name))
                 ranked.append(self._def_snippets(f, d, why))
+        constants = []  # a constant the file uses (`logger`, `PIPE`) is read more than called: after the rest
         for f, d in uses:  # what the file uses from other files, most used first, as short stubs
             if (f, d.line) not in seen and (f, d.parent) not in classes:
                 seen.add((f, d.line))
-                ranked.append(self._def_snippets(f, d, "used", members=False))
+                (constants if d.kind == "constant" else ranked).append(self._def_snippets(f, d, "used", members=False))
+        ranked += constants
         # stable: imports near the hole first, then what the file uses from its imports (certain, where a same-named
         # definition elsewhere is a guess), each group nearest / most used first
         order = {"import": 0, "used": 1, "name": 2, "module": 3}
@@ -247,22 +249,32 @@ class Selector:
 
     def _fit(self, ranked: list[list[Snippet]], current: str, key: str, budget: int,
              encode: Encode) -> tuple[list[Snippet], int]:
-        """In rank order, the largest form of each candidate that still fits, counted with the headers of the
-        layout (each file's and the current file's); then the exact cost of the layout (layout.cost), the last
+        """Ten signatures beat two stubs: in rank order, each candidate's smallest form that still fits; then, in
+        rank order again, each chosen one grown to its largest form that fits what is left. Counted with the
+        layout's headers (each file's and the current file's), then checked exactly (layout.cost), the last
         chosen dropped while it is over: `budget` is a hard cap."""
-        chosen: list[Snippet] = []
         files: set[str] = set()
         est = self.count(header(current, key), encode) + 1  # the current file's header (or separator and path)
+        picked: list[tuple[list[Snippet], int]] = []  # (forms, index of the form chosen)
+
+        def size(s: Snippet) -> int:
+            return self.count(s.text, encode) + 1  # + the blank line after it
+
         for forms in ranked:
-            for s in forms:
-                n = self.count(s.text, encode) + 1  # + the blank line after it
-                if s.path not in files:
-                    n += self.count(header(s.path, s.key), encode) + 1
-                if est + n <= budget:
-                    chosen.append(s)
-                    files.add(s.path)
-                    est += n
+            s = forms[-1]
+            n = size(s) + (0 if s.path in files else self.count(header(s.path, s.key), encode) + 1)
+            if est + n <= budget:
+                picked.append((forms, len(forms) - 1))
+                files.add(s.path)
+                est += n
+        for i, (forms, at) in enumerate(picked):
+            for j in range(at):
+                grow = size(forms[j]) - size(forms[at])
+                if est + grow <= budget:
+                    picked[i] = (forms, j)
+                    est += grow
                     break
+        chosen = [forms[at] for forms, at in picked]
         used = cost(chosen, current, key, encode)
         while used > budget:
             chosen.pop()

@@ -63,6 +63,7 @@ class Workspace:
         """Index `roots` (and open documents) in the background; `wait()`: seconds to wait before the next slice
         (0: the server is idle now)."""
         self.stop()
+        self.build_s = None  # a new index: its first build runs again
         self.index = WorkspaceIndex(roots, max_files, max_file_bytes, self._read_open)
         self.selector = Selector(self.index)
         for path in self._open:
@@ -192,10 +193,14 @@ class Workspace:
         return self.index is not None and (self.index.building or bool(self._dirty))
 
     def status(self) -> dict[str, Any]:
+        """dg/status `crossFile.index`: "building" while the first build runs; then "ready", with the updates
+        (edited, saved or changed files) waiting to be reindexed as `pending`: the index is complete meanwhile,
+        those files' entries are as they were."""
         if self.index is None:
             return {"state": "off"}
-        return {"state": "building" if self.busy else "ready", "files": len(self.index.files),
-                "skipped": self.index.skipped, "buildS": None if self.build_s is None else round(self.build_s, 2)}
+        return {"state": "building" if self.build_s is None else "ready", "files": len(self.index.files),
+                "pending": self.index.pending + len(self._dirty), "skipped": self.index.skipped,
+                "buildS": None if self.build_s is None else round(self.build_s, 2)}
 
 
 def check_summary(root: Path, max_files: int = 5000, max_file_bytes: int = 262144,

@@ -94,6 +94,7 @@ class FillStats:
     error: str | None = None  # the backend's message when reason is "error"
     cross_file: tuple[str, ...] | None = None  # files the prompt took context from, when context is on
     cross_file_tokens: int = 0
+    cross_file_items: tuple[dict[str, Any], ...] = ()  # each excerpt's path, line, name, kind
     index: dict[str, Any] | None = None  # the workspace index's state then (dg_lsp.context.workspace.status)
 
     def wire(self) -> dict[str, Any]:
@@ -110,7 +111,7 @@ class FillStats:
         body.update({k: v for k, v in optional.items() if v is not None})
         if self.cross_file is not None:
             body["crossFile"] = {"files": list(self.cross_file), "tokens": self.cross_file_tokens,
-                                 "index": self.index}
+                                 "items": list(self.cross_file_items), "index": self.index}
         return body
 
 
@@ -261,7 +262,7 @@ def _figures(request_id: str, snap: Snapshot, policy: Policy, prompt: Prompt, ru
                      total_ms=total_ms, server_ms=round(total_ms - run.engine_ms, 3), reason=reason,
                      confidence=run.confidence, min_confidence=policy.min_confidence, error=run.error,
                      cross_file=prompt.cross_file if related and policy.cross_file_tokens else None,
-                     cross_file_tokens=prompt.cross_file_tokens)
+                     cross_file_tokens=prompt.cross_file_tokens, cross_file_items=prompt.cross_file_items)
 
 
 def seed_ids(hole: Hole, fmt_name: str, policy: Policy, encode: Callable[[str], list[int]],

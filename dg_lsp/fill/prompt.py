@@ -62,6 +62,7 @@ class Prompt:
     max_canvases: int = 1
     cross_file: tuple[str, ...] = ()  # the files context came from (dg_lsp.context)
     cross_file_tokens: int = 0  # the tokens it took
+    cross_file_items: tuple[dict[str, object], ...] = ()  # each excerpt: path, line, name, kind (dg/status)
 
 
 def target_tokens(hole: Hole, encode: Encode) -> int:
@@ -291,4 +292,5 @@ def build_prompt(snap: Snapshot, hole: Hole, encode: Encode, fmt: PromptFormat, 
         max_canvases=canvases_for(hole, encode, canvas_length),
         cross_file=tuple(dict.fromkeys(s.path for s in related)),
         cross_file_tokens=spent if related else 0,
+        cross_file_items=tuple(s.item() for s in related),
     )

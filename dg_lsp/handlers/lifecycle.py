@@ -24,13 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def register(dispatch: Dispatcher, ls: LifecycleSession) -> None:
+    told: set[str] = set()  # the last configuration's messages (apply_settings)
+
     def initialize(params: T.InitializeParams) -> T.InitializeResult:
         ls.client.capabilities = params.capabilities
         encoding, capabilities = dispatch.capabilities(params.capabilities, ls.experimental)
         ls.encoding = encoding  # type: ignore[assignment]  # one of dg_lsp.wire.capabilities.ENCODINGS
         folders = [f.uri for f in params.workspace_folders or ()] or ([params.root_uri] if params.root_uri else [])
         ls.roots = [p for p in map(uri_path, folders) if p is not None]
-        apply_settings(ls, params.initialization_options)
+        apply_settings(ls, params.initialization_options, told)
         return T.InitializeResult(capabilities=capabilities,
                                   server_info=T.ServerInfo(name="dg-lsp", version=server_version()))
 
@@ -48,7 +50,8 @@ def register(dispatch: Dispatcher, ls: LifecycleSession) -> None:
 
     dispatch.request(T.INITIALIZE, initialize)
     dispatch.notification(T.INITIALIZED, initialized)
-    dispatch.notification(T.WORKSPACE_DID_CHANGE_CONFIGURATION, lambda params: apply_settings(ls, params.settings))
+    dispatch.notification(T.WORKSPACE_DID_CHANGE_CONFIGURATION, lambda params: apply_settings(ls, params.settings,
+                                                                                                   told))
     dispatch.request(T.SHUTDOWN, shutdown)
     dispatch.notification(T.WORKSPACE_DID_CHANGE_WATCHED_FILES, lambda params: ls.cross_file.files_changed(
         [(c.uri, int(c.type)) for c in params.changes]))
@@ -82,11 +85,17 @@ def watch_files(ls: LifecycleSession) -> None:
     asyncio.ensure_future(register())
 
 
-def apply_settings(ls: LifecycleSession, raw: Any) -> None:
-    """Merge client settings (a bad key: a warning and its default); reload the model if its settings changed."""
+def apply_settings(ls: LifecycleSession, raw: Any, told: set[str] | None = None) -> None:
+    """Merge client settings (a refused value: a warning, and the value in force stays); reload the model if its
+    settings changed. `told`: the previous configuration's messages, not repeated (editors resend every key on each
+    change, and a refused value is said once), replaced by this one's."""
     new, errors = parse_settings(raw, ls.settings)
     for e in errors:
-        ls.warn(e)
+        if told is None or e not in told:
+            ls.warn(e)
+    if told is not None:
+        told.clear()
+        told.update(errors)
     old, ls.settings = ls.settings, new
     if ls.load_task is not None and index_key(new) != index_key(old):
         start_index(ls)

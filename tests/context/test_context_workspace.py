@@ -68,3 +68,42 @@ def test_check_summary(tmp_path):
     out = check_summary(tmp_path)
     assert out["files"] == 2 and out["definitions"] == 2
     assert out["sample"]["file"] == "a.py" and out["sample"]["files"] == ["b.py"]
+
+
+async def test_index_state_is_ready_with_pending_updates_after_the_first_build(tmp_path):
+    """Issue 33 case 4: after every keystroke the state read "building" (the open document waits 0.5 s to be
+    reindexed), so it never meant anything. Now "building" is the first build only; then "ready" + `pending`."""
+    (tmp_path / "lib.py").write_text("def on_disk(a):\n    pass\n")
+    store = DocumentStore()
+    ws = Workspace(store)
+    uri = (tmp_path / "lib.py").as_uri()
+    store.open(uri, "python", 1, "def on_disk(a):\n    pass\n")
+    ws.opened(uri)
+    ws.start([tmp_path], 100, 1 << 20, wait=lambda: 0.0)
+    assert ws.status()["state"] == "building"
+    await settle(ws)
+    assert ws.status()["state"] == "ready" and ws.status()["pending"] == 0
+    store.change(uri, 2, [{"text": "def typed(): pass\n"}])
+    ws.changed(uri)  # a keystroke: reindexed once quiet for 0.5 s
+    got = ws.status()
+    assert got["state"] == "ready" and got["pending"] == 1 and got["files"] == 1
+    await settle(ws)
+    assert ws.status()["pending"] == 0 and "typed" in ws.index.by_name
+    ws.start([tmp_path], 100, 1 << 20, wait=lambda: 0.0)  # a new index (a settings change): its first build again
+    assert ws.status()["state"] == "building"
+    ws.stop()
+
+
+async def test_related_says_which_definitions_went_in(tmp_path):
+    (tmp_path / "util.py").write_text('def slugify(text):\n    """URL-safe text."""\n')
+    text = "from util import slugify\n\ndef page(title):\n    return slugify("
+    store = DocumentStore()
+    ws = Workspace(store)
+    uri = (tmp_path / "page.py").as_uri()
+    store.open(uri, "python", 1, text)
+    ws.opened(uri)
+    ws.start([tmp_path], 100, 1 << 20, wait=lambda: 0.0)
+    await settle(ws)
+    snippets, _ = ws.related(store.snapshot(uri), len(text), lambda s: s.split(), 100)
+    assert [s.item() for s in snippets] == [{"path": "util.py", "line": 0, "name": "slugify", "kind": "whole"}]
+    ws.stop()

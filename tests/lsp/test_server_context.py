@@ -67,6 +67,9 @@ async def test_requests_answered_while_indexing_and_context_found(started):
     # the first answers came while the 2,000 files were still being indexed (the loop was never blocked)
     assert first["index"]["state"] == "building" and first["index"]["files"] < 2002
     assert "lib/money.py" in first["files"] and first["tokens"] > 0
+    # which definitions went in (issue 33 case 4)
+    assert {(i["path"], i["line"], i["name"]) for i in first["items"]} >= {("lib/money.py", 0, "add_tax")}
+    assert {i["kind"] for i in first["items"]} <= {"whole", "signature", "window"}
 
 
 async def test_watched_files_registration_and_a_created_file(tiny_ckpt, tmp_path):
