@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 3, 4, 5, 6
 GPT2_PRE = ("gpt-2", "gpt2", None)  # llama.cpp's name first; "gpt2" as this project wrote it before; none given
 
 
@@ -59,7 +59,8 @@ def tokenizer_from_fields(fields: dict[str, Any], where: str = "the GGUF"):
     merges = [tuple(m.split(" ", 1)) for m in fields.get("tokenizer.ggml.merges") or []]
     if len(types) != len(tokens):
         raise GGUFTokenizerError(f"{where}: {len(types)} token types for {len(tokens)} tokens")
-    vocab = {t: i for i, t in enumerate(tokens)}
+    # UNUSED rows (the converter's `[PAD{i}]` up to the embedding's size) are no token: ids HF's tokenizer lacks
+    vocab = {t: i for i, (t, ty) in enumerate(zip(tokens, types, strict=True)) if ty != UNUSED}
     unk_id = fields.get("tokenizer.ggml.unknown_token_id")
     if gemma:
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, byte_fallback=True, fuse_unk=True,
