@@ -5,9 +5,9 @@ names (gguf-py's tensor_mapping), LLaDA's q/k row permutation, metadata keys and
 as DreamModel/LLaDAModel.get_vocab_base and `_set_vocab_gpt2` write them: `tokenizer.ggml.model` "gpt2", one token
 per embedding row (ids the tokenizer lacks as `[PAD{i}]`, UNUSED), CONTROL for special added tokens, USER_DEFINED
 for other added ones, and gguf-py's own SpecialVocab for the merges and special ids (tokenizer_config.json, then
-config.json); LLaDA's `add_bos_token` true. The pre-tokenizer name is the one llama.cpp gives the GPT-2 split
-("gpt-2"): the converter names a pre-tokenizer by a hash of known tokenizers, and these tiny ones split as GPT-2
-does. Without a directory: no tokenizer tables, only the special ids from config.json. For tests of
+config.json); LLaDA's `add_bos_token` true. The pre-tokenizer name: the converter names it by a hash of known
+tokenizers; these tiny ones split as GPT-2 does ("gpt-2"), or, given Qwen2's Split + ByteLevel sequence, as Qwen2
+does ("qwen2"). Without a directory: no tokenizer tables, only the special ids from config.json. For tests of
 engine.formats.gguf_mdm and engine.families.gguf; never imported by product code.
 """
 
@@ -88,8 +88,9 @@ def write_vocab(w: Any, tokenizer_dir: Path, vocab_size: int, arch: str) -> None
             tokens.append(by_id[i])
             types.append(gguf.TokenType.NORMAL if i not in added else
                          gguf.TokenType.CONTROL if added[i].get("special") else gguf.TokenType.USER_DEFINED)
+    split = json.loads((tokenizer_dir / "tokenizer.json").read_text()).get("pre_tokenizer") or {}
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")
+    w.add_tokenizer_pre("qwen2" if split.get("type") == "Sequence" else "gpt-2")  # see the module docstring
     w.add_token_list(tokens)
     w.add_token_types(types)
     gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=len(tokens)).add_to_gguf(w)

@@ -159,3 +159,30 @@ def test_dg_lsp_check_on_the_gguf_exits_0(files, tmp_path):
     assert report["checkpoint"]["tensor_types"]["Q8_0"]["tensors"] > 0
     assert report["checkpoint"]["tokenizer"] == TOKENIZER_SOURCE and report["prompt_format"] == "mask"
     assert isinstance(report["fill"], str) and report["steps"] >= 1
+
+
+def test_a_qwen2_pre_tokenizer_is_rebuilt_as_qwen2s_tokenizer_json_declares_it(files, tmp_path):
+    """Dream's vocabulary is Qwen2's: llama.cpp names its pre-tokenizer "qwen2" (NFC, Qwen2's split regex, bytes);
+    the file's tables give the ids the HF tokenizer.json gives (NFD text composed, as the GPT-2 split does not)."""
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+
+    if files["family"] != "dream":
+        pytest.skip("LLaDA's vocabulary is not Qwen2's")
+    src = tmp_path / "qwen"
+    shutil.copytree(files["hf"], src)
+    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    tok.normalizer = normalizers.NFC()
+    pattern = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")  # as Qwen2's tokenizer.json spells it
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.save(str(src / "tokenizer.json"))
+    cfg = json.loads((src / "config.json").read_text())
+    path = write_mdm_gguf(cfg, _hf_tensors(src), tmp_path / "qwen.gguf", tokenizer_dir=src)
+    eng = Engine.from_pretrained(path, device="cpu")
+    assert eng.tokenizer_source == TOKENIZER_SOURCE
+    sample = "x = 12345  # cafe\u0301 WE'LL return\n\n\t  y<|endoftext|>"
+    assert eng.encode(sample) == tok.encode(sample, add_special_tokens=False).ids
+    gpt2 = Engine.from_pretrained(files["f32"], device="cpu")  # the same vocabulary under the GPT-2 split
+    assert eng.decode(eng.encode("cafe\u0301")) == "caf\u00e9" != gpt2.decode(gpt2.encode("cafe\u0301"))
