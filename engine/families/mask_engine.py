@@ -55,6 +55,11 @@ class MaskEngine(BaseEngine):
     def load(cls, family: MaskFamily, path: Path, *, device: str | torch.device = "auto",
              dtype: str | torch.dtype = "auto", prompt_format: str = "auto",
              sampler: Mapping[str, Any] | None = None, weights: str = "auto") -> MaskEngine:
+        if path.suffix == ".gguf" or not (path / "config.json").is_file():  # llama.cpp's dream / llada GGUF
+            from engine.families.gguf import load_gguf
+
+            return load_gguf(cls, family, path, device=device, dtype=dtype, prompt_format=prompt_format,
+                             sampler=sampler, weights=weights)
         family.traits.refuse(family.name, "weights", weights, ("auto", *family.traits.weight_formats))
         family.traits.refuse(family.name, "prompt format", prompt_format, ("auto", *family.traits.prompt_formats))
         text = family.read_config(path)

@@ -9,6 +9,8 @@ from pathlib import Path
 from engine.config import ConfigError
 from engine.families import diffusion_gemma, llada, qwen2_dream
 from engine.families.contract import Family
+from engine.families.gguf import family_of_gguf
+from engine.formats.gguf import is_gguf
 
 FAMILIES: tuple[Family, ...] = (
     diffusion_gemma.FAMILY,  # google/diffusiongemma-*: model_type "diffusion_gemma"
@@ -18,9 +20,12 @@ FAMILIES: tuple[Family, ...] = (
 
 
 def family_of(path: str | Path) -> Family:
-    """The family of the checkpoint directory `path`. A GGUF file and a directory without config.json are
-    DiffusionGemma's loader's to judge (it reads GGUF metadata and names what is missing)."""
+    """The family of the checkpoint directory `path`, or of a GGUF by its architecture. A directory without
+    config.json and a GGUF of another architecture are DiffusionGemma's loader's to judge (it names what is
+    missing)."""
     path = Path(path)
+    if is_gguf(path):  # a llama.cpp GGUF: its general.architecture (dream, llada, else DiffusionGemma's)
+        return family_of_gguf(path, FAMILIES)
     cfg = path / "config.json"
     if not path.is_dir() or not cfg.is_file():
         return FAMILIES[0]

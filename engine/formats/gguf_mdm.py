@@ -16,6 +16,7 @@ shifted logits on LLaDA, rope scaling (not in the published checkpoints).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ LAYER_TENSORS = {
 }
 LAYER_PREFIX = {"dream": "model.layers.{i}.", "llada": "model.transformer.blocks.{i}."}
 IGNORED = {"rope_freqs.weight"}
+# (HF name, shape, read) per tensor, as engine.families.checkpoint.load_dense takes them
+TensorReads = list[tuple[str, tuple[int, ...], Callable[[], torch.Tensor]]]
 
 
 def hf_name(arch: str, name: str) -> str | None:
@@ -127,8 +130,10 @@ def hf_config(info: GGUFInfo, arch: str, vocab_rows: int, tied: bool) -> dict[st
             **common, "vocab_size": int(f.get(f"{arch}.vocab_size", vocab_rows))}
 
 
-def read_mdm(path: str | Path) -> tuple[str, dict[str, Any], dict[str, torch.Tensor]]:
-    """(architecture, HF config.json dict, HF name -> float32 tensor) of a dream / llada GGUF. Raises GGUFError."""
+def open_mdm(path: str | Path) -> tuple[str, dict[str, Any], GGUFInfo, TensorReads]:
+    """(architecture, HF config.json dict, the file's GGUFInfo (metadata in `.fields`), (HF name, shape, read) per
+    tensor) of a dream / llada GGUF, checked; each `read()` dequantizes one tensor to float32 (LLaDA's q/k
+    un-permuted), so a loader holds one float32 tensor at a time. Raises GGUFError."""
     info = open_gguf(path, ARCHES)
     arch = info.fields["general.architecture"]
     embd = info.tensors.get("token_embd.weight")
@@ -142,14 +147,21 @@ def read_mdm(path: str | Path) -> tuple[str, dict[str, Any], dict[str, torch.Ten
     if missing or unknown:
         raise GGUFError(f"{info.files[0]}: tensor set does not match {arch} with {layers} layers: missing "
                         f"{missing[:12]}; unknown {unknown[:12]}")
-    out = {}
     heads = cfg.get("num_attention_heads", cfg.get("n_heads"))
     kv = cfg.get("num_key_value_heads", cfg.get("n_kv_heads"))
-    for name, t in info.tensors.items():
-        if name in IGNORED:
-            continue
+
+    def read(name: str, t: GGUFTensor) -> torch.Tensor:
         w = _float(t)
         if arch == "llada" and name.endswith((".attn_q.weight", ".attn_k.weight")):
             w = unpermute(w, heads if ".attn_q." in name else kv)
-        out[hf_name(arch, name)] = w
-    return arch, cfg, out
+        return w
+
+    reads = [(hf_name(arch, name) or name, tuple(t.shape), lambda name=name, t=t: read(name, t))
+             for name, t in info.tensors.items() if name not in IGNORED]
+    return arch, cfg, info, reads
+
+
+def read_mdm(path: str | Path) -> tuple[str, dict[str, Any], dict[str, torch.Tensor]]:
+    """(architecture, HF config.json dict, HF name -> float32 tensor) of a dream / llada GGUF. Raises GGUFError."""
+    arch, cfg, _, reads = open_mdm(path)
+    return arch, cfg, {name: read() for name, _, read in reads}

@@ -12,8 +12,10 @@ Gemma-style tokenizer, not on the published one, which is not at hand).
 A byte-level BPE (this project's shipped model) is stored as `tokenizer.ggml.model = "gpt2"` with
 `tokenizer.ggml.pre = "gpt-2"`, as llama.cpp spells it (`src/llama-vocab.cpp`, the converter's `get_vocab_base_pre`;
 the GPT-2 split regex, which is tokenizers' ByteLevel `use_regex`); files that say "gpt2" (this project's writer
-before) read the same. It is rebuilt as ByteLevel BPE; other pre-tokenizers (llama-bpe, qwen2, ...) split differently
-and are refused by name. The gemma4 kind carries no `tokenizer.ggml.pre` (Gemma4Model.set_vocab writes none).
+before) read the same. It is rebuilt as ByteLevel BPE. llama.cpp's "qwen2" (Qwen2/Dream vocabularies) is rebuilt as
+Qwen2's tokenizer.json declares it: NFC, a Split by Qwen2's regex (isolated), ByteLevel without its own regex. Other
+pre-tokenizers (llama-bpe, ...) split differently and are refused by name. The gemma4 kind carries no
+`tokenizer.ggml.pre` (Gemma4Model.set_vocab writes none).
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 3, 4, 5, 6
 GPT2_PRE = ("gpt-2", "gpt2", None)  # llama.cpp's name first; "gpt2" as this project wrote it before; none given
+# llama.cpp's "qwen2" pre-tokenizer (Qwen2 / Dream vocabularies): Qwen2's tokenizer.json splits with this regex
+# (Split, isolated) and then maps bytes (ByteLevel without its own regex), after an NFC normalizer
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+               r"|\s+(?!\S)|\s+")
 
 
 class GGUFTokenizerError(ValueError):
@@ -36,9 +42,10 @@ def unsupported(fields: dict[str, Any]) -> str | None:
     kind, pre = fields.get("tokenizer.ggml.model"), fields.get("tokenizer.ggml.pre")
     if "tokenizer.ggml.tokens" not in fields:
         return "the GGUF has no tokenizer.ggml.tokens"
-    if kind == "gemma4" or (kind == "gpt2" and pre in GPT2_PRE):
+    if kind == "gemma4" or (kind == "gpt2" and (pre in GPT2_PRE or pre == "qwen2")):
         return None
-    return f"tokenizer.ggml.model {kind!r} (pre {pre!r}) is not rebuilt here (gemma4 and gpt2 with pre gpt-2 are)"
+    return (f"tokenizer.ggml.model {kind!r} (pre {pre!r}) is not rebuilt here (gemma4, and gpt2 with pre gpt-2 or "
+            "qwen2, are)")
 
 
 def has_tokenizer(fields: dict[str, Any]) -> bool:
@@ -48,7 +55,7 @@ def has_tokenizer(fields: dict[str, Any]) -> bool:
 
 def tokenizer_from_fields(fields: dict[str, Any], where: str = "the GGUF"):
     """`tokenizers.Tokenizer` from a GGUF's metadata (engine.formats.gguf.GGUFInfo.fields)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     why = unsupported(fields)
     if why is not None:
@@ -59,7 +66,8 @@ def tokenizer_from_fields(fields: dict[str, Any], where: str = "the GGUF"):
     merges = [tuple(m.split(" ", 1)) for m in fields.get("tokenizer.ggml.merges") or []]
     if len(types) != len(tokens):
         raise GGUFTokenizerError(f"{where}: {len(types)} token types for {len(tokens)} tokens")
-    vocab = {t: i for i, t in enumerate(tokens)}
+    # UNUSED rows (the converter's `[PAD{i}]` up to the embedding's size) are no token: ids HF's tokenizer lacks
+    vocab = {t: i for i, (t, ty) in enumerate(zip(tokens, types, strict=True)) if ty != UNUSED}
     unk_id = fields.get("tokenizer.ggml.unknown_token_id")
     if gemma:
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, byte_fallback=True, fuse_unk=True,
@@ -68,7 +76,13 @@ def tokenizer_from_fields(fields: dict[str, Any], where: str = "the GGUF"):
         tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
     else:  # byte-level: every byte has a symbol, no unk, no fallback
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        if fields.get("tokenizer.ggml.pre") == "qwen2":
+            tok.normalizer = normalizers.NFC()
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+        else:
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t, ty in zip(tokens, types, strict=True) if ty == CONTROL])

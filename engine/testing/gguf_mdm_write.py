@@ -1,8 +1,14 @@
 """Tiny Dream and LLaDA GGUF files laid out as llama.cpp's converter lays them out (conversion/dream.py,
 conversion/llada.py over TextModel.set_gguf_parameters in conversion/base.py): the same architecture names, tensor
 names (gguf-py's tensor_mapping), LLaDA's q/k row permutation, metadata keys and special ids, F32 or Q8_0
-(`--outtype q8_0`: 2-D weights quantized, 1-D kept F32). No tokenizer tables: only the special ids, which is what
-the reader maps. For tests of engine.formats.gguf_mdm; never imported by product code.
+(`--outtype q8_0`: 2-D weights quantized, 1-D kept F32). Given the checkpoint's directory, its tokenizer tables too,
+as DreamModel/LLaDAModel.get_vocab_base and `_set_vocab_gpt2` write them: `tokenizer.ggml.model` "gpt2", one token
+per embedding row (ids the tokenizer lacks as `[PAD{i}]`, UNUSED), CONTROL for special added tokens, USER_DEFINED
+for other added ones, and gguf-py's own SpecialVocab for the merges and special ids (tokenizer_config.json, then
+config.json); LLaDA's `add_bos_token` true. The pre-tokenizer name: the converter names it by a hash of known
+tokenizers; these tiny ones split as GPT-2 does ("gpt-2"), or, given Qwen2's Split + ByteLevel sequence, as Qwen2
+does ("qwen2"). Without a directory: no tokenizer tables, only the special ids from config.json. For tests of
+engine.formats.gguf_mdm and engine.families.gguf; never imported by product code.
 """
 
 from __future__ import annotations
@@ -63,8 +69,39 @@ def permute(w: torch.Tensor, n_head: int) -> torch.Tensor:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_mdm_gguf(cfg: dict[str, Any], tensors: dict[str, torch.Tensor], dst: Path, qtype: str = "F32") -> Path:
-    """The checkpoint (`cfg`, HF `tensors`) as llama.cpp's converter writes it, `qtype` F32 or Q8_0."""
+def write_vocab(w: Any, tokenizer_dir: Path, vocab_size: int, arch: str) -> None:
+    """The tokenizer tables of the HF tokenizer in `tokenizer_dir` (see the module docstring)."""
+    import json
+
+    import gguf
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    added = {a["id"]: a for a in json.loads((tokenizer_dir / "tokenizer.json").read_text()).get("added_tokens", [])}
+    by_id = {i: t for t, i in tok.get_vocab(with_added_tokens=True).items()}
+    tokens, types = [], []
+    for i in range(vocab_size):
+        if i not in by_id:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+        else:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.NORMAL if i not in added else
+                         gguf.TokenType.CONTROL if added[i].get("special") else gguf.TokenType.USER_DEFINED)
+    split = json.loads((tokenizer_dir / "tokenizer.json").read_text()).get("pre_tokenizer") or {}
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2" if split.get("type") == "Sequence" else "gpt-2")  # see the module docstring
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=len(tokens)).add_to_gguf(w)
+    if arch == "llada":  # LLaDAModel.set_vocab
+        w.add_add_bos_token(True)
+
+
+def write_mdm_gguf(cfg: dict[str, Any], tensors: dict[str, torch.Tensor], dst: Path, qtype: str = "F32",
+                   tokenizer_dir: Path | None = None) -> Path:
+    """The checkpoint (`cfg`, HF `tensors`) as llama.cpp's converter writes it, `qtype` F32 or Q8_0; with its
+    tokenizer tables when `tokenizer_dir` (the checkpoint's directory) is given."""
     import gguf
 
     from engine.formats.gguf_write import FILE_TYPES, fit_type, pack
@@ -95,11 +132,13 @@ def write_mdm_gguf(cfg: dict[str, Any], tensors: dict[str, torch.Tensor], dst: P
         w.add_uint32(a + "rope.dimension_count", h // heads)
         w.add_bool("diffusion.shift_logits", False)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    # SpecialVocab (and DreamModel's mask_token_id from config.json)
+    # SpecialVocab's ids from config.json (from the tokenizer files when they are given), and DreamModel's mask id
     for key, name in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("padding", "pad_token_id"),
                       ("mask", "mask_token_id")):
-        if cfg.get(name) is not None:
+        if cfg.get(name) is not None and (tokenizer_dir is None or (arch, key) == ("dream", "mask")):
             w.add_uint32(f"tokenizer.ggml.{key}_token_id", cfg[name])
+    if tokenizer_dir is not None:
+        write_vocab(w, Path(tokenizer_dir), cfg["vocab_size"], arch)
     for hf, t in tensors.items():
         name = to_gguf[hf]
         if arch == "llada" and name.endswith((".attn_q.weight", ".attn_k.weight")):

@@ -55,13 +55,15 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
         from engine.quant.plan import gguf_weight_bytes
 
         if model is not None and gguf.is_gguf(model):  # the file's mix before loading: a refusal still names it
-            out["checkpoint"] = gguf.summary(model)
+            from engine.families.gguf import summary
+
+            out["checkpoint"] = summary(model)  # DiffusionGemma's, or a dream / llada file's
         eng = Engine.from_pretrained(model, device=device, dtype=dtype, prompt_format=prompt_format, sampler=sampler,
                                      weights=weights)
         out.setdefault("checkpoint", {"format": "safetensors"})
         out["checkpoint"]["tokenizer"] = _tokenizer_source(eng)
         memory = eng.memory_report()
-        if out["checkpoint"]["format"] == "gguf":
+        if out["checkpoint"]["format"] == "gguf" and "architecture" not in out["checkpoint"]:
             packed = gguf_weight_bytes(model, eng.dtype.itemsize)
             memory["bytes"]["gguf"] = packed
             memory["lines"].insert(0, f"weights gguf (blocks kept packed, weights=auto): {packed / 1e9:.2f} GB")
