@@ -146,18 +146,10 @@ def load_into(state: Any, path: Path, device: str, dtype: str, prefix_cache: int
         state.attach(engine, path)
         logging.getLogger(__name__).info("model %s loaded", path)
     except Exception as exc:  # noqa: BLE001 -- said on /health for LOAD_FAIL_GRACE_S, then the service exits 1
-        if isinstance(exc, (ValueError, FileNotFoundError)) and _refused(exc):  # refused by name: one line
-            logging.getLogger(__name__).error("model load failed: %s", exc)
-        else:
-            logging.getLogger(__name__).exception("model load failed")
+        # No log record here: on_fail says it in one line on stderr (a refused file and a bug alike) and writes the
+        # traceback to the log file only.
         state.fail(f"{type(exc).__name__}: {exc}")
         on_fail(exc)
-
-
-def _refused(exc: BaseException) -> bool:
-    from engine.loader import refused
-
-    return refused(exc)
 
 
 def main(argv: list[str] | None = None) -> int:

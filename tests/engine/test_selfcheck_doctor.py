@@ -84,6 +84,7 @@ def test_a_gguf_that_does_not_fit_names_what_would(tmp_path):
     reserve = memory.reserve_bytes(cfg, 4, overhead=0)
     with pytest.raises(memory.FitError) as err:
         resolve("auto", path, cfg, cpu, torch.float32, free=memory.weight_bytes(cfg, "int4", 4) + reserve + 1)
-    assert str(err.value).startswith("tiny-Q8_0.gguf needs ") and "try weights=int4" in str(err.value)
+    # the file type from general.file_type, which gguf_write records (as llama.cpp does)
+    assert str(err.value).startswith("tiny-Q8_0.gguf (Q8_0) needs ") and "try weights=int4" in str(err.value)
     with pytest.raises(memory.FitError, match="use a smaller quant of the file"):
         resolve("auto", path, cfg, cpu, torch.float32, free=reserve)

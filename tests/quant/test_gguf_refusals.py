@@ -85,16 +85,17 @@ def test_language_server_logs_one_line_per_broken_file(broken, tmp_path):
         assert len(lines) == 1 and message in lines[0], (name, stderr[-3000:])
 
 
-def test_engine_service_refuses_it_in_one_line(broken, tmp_path):
-    """serve-engine checks the file before it listens (engine.tools.command.checked_model): a broken GGUF is one
-    line naming the file and the tensor, exit 2, no traceback, and never "listening"."""
+def test_engine_service_refuses_it_in_one_line_before_listening(broken, tmp_path):
+    """serve-engine checks the checkpoint before it binds and announces (engine.tools.command.checked_model): a broken
+    GGUF is one line naming the fault, exit 2, no traceback, and no socket is left behind."""
     path, message = broken["offset_past_end"]
     sock = tmp_path / "engine.sock"
-    proc = subprocess.run([sys.executable, "-m", "engine.service", "--uds", str(sock), "--model", str(path)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
-                          env=checkout_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1"))
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    _no_traceback(proc.stderr)
-    assert "listening" not in proc.stderr and not sock.exists()
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and str(path) in lines[0] and message in lines[0], proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "engine.service", "--uds", str(sock), "--model", str(path),
+                           "--log-file", str(tmp_path / "service.log")], capture_output=True, text=True,
+                          env=checkout_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1"), timeout=300)
+    stderr = proc.stderr
+    assert proc.returncode == 2, stderr[-3000:]
+    _no_traceback(stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and message in lines[0], stderr[-3000:]
+    assert "listening" not in stderr and not sock.exists()
