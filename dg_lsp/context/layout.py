@@ -27,13 +27,14 @@ MAX_MEMBERS = 12  # a class shows at most this many member signatures
 class Snippet:
     """One piece of context: a definition (or a window of similar code) from another file."""
 
-    path: str  # as shown in the prompt: relative to its workspace folder
+    path: str  # relative to its workspace folder (dg/status `crossFile.items`)
     line: int
     text: str
     key: str  # grammar key of its file
     why: str  # "import" | "used" | "name" | "module" | "similar"
     name: str = ""  # the definition's name ("" for a window of similar code)
     kind: str = "whole"  # "whole": the definition's stub; "signature": its smaller form; "window": similar code
+    shown: str = ""  # the header's path: the shortest suffix of `path` unique in the workspace ("": `path`)
 
     def item(self) -> dict[str, object]:
         """dg/status `crossFile.items`: what this excerpt is."""
@@ -106,13 +107,13 @@ def file_separator(encode: Encode) -> list[int] | None:
 
 
 def group(snippets: list[Snippet]) -> list[tuple[str, str, str]]:
-    """(path, key, code) per file, files and snippets in (path, line) order."""
+    """(path as shown, key, code) per file, files and snippets in (path, line) order."""
     out: list[tuple[str, str, str]] = []
     for s in sorted(snippets, key=lambda s: (s.path, s.line)):
-        if out and out[-1][0] == s.path:
-            out[-1] = (s.path, s.key, out[-1][2] + "\n\n" + s.text)
+        if out and out[-1][0] == (s.shown or s.path):
+            out[-1] = (out[-1][0], s.key, out[-1][2] + "\n" + s.text)
         else:
-            out.append((s.path, s.key, s.text))
+            out.append((s.shown or s.path, s.key, s.text))
     return out
 
 
