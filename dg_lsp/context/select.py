@@ -12,8 +12,8 @@ Candidates, best first:
    before the hole (as Copilot's neighbouring-tab snippets).
 Constants of either group come after all the rest (their name says most of what they are). Duplicates go (a method
 whose class is shown, the same definition twice, a name a file defines twice: its first); the rest fill the budget in
-rank order, then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per keystroke:
-window identifier sets and token counts are cached.
+rank order, then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per
+keystroke: window identifier sets and token counts are cached.
 """
 
 from __future__ import annotations

@@ -73,3 +73,20 @@ def test_headers_are_the_shortest_unique_path_suffix(tmp_path):
     head = "".join(map(chr, fim_ids(got.snippets, sel.short(str(root / "pkg/main.py")), "python", chars)))
     assert "# money.py\n" in head and "# pkg/a/util.py\n" in head and head.endswith("# main.py\n")
     assert got.tokens == len(head)
+
+
+def test_the_smallest_forms_name_the_parameters():
+    from dg_lsp.context.layout import smaller
+    from dg_lsp.context.symbols import Definition
+
+    ts = Definition("operate", "function", "function operate<T, R>( init: (src: Observable<T>, sub: Subscriber<R>) "
+                    "=> (() => void) | void ): OperatorFunction<T, R>", "Lift.", 3)
+    assert smaller(ts, "typescript")[-1] == "function operate(init)"
+    iface = Definition("Fn", "type", "interface Fn<T, R> extends Unary<Observable<T>, Observable<R>>", "", 0)
+    assert smaller(iface, "typescript")[-1] == "interface Fn<T, R>"
+    cut = Definition("make", "function", 'def make( cl: type[T], converter: Base, extra: bool | Literal["from…', "", 0)
+    assert smaller(cut, "python")[-1] == "def make(cl, converter, ...): ..."  # the index cut the signature short
+    many = Definition("g", "function", "def g(a: int, b, c, d, e, f, g, h=1) -> None", "", 0)
+    assert smaller(many, "python")[-1] == "def g(a, b, c, d, e, f, ...): ..."
+    go = Definition("Run", "function", "func Run(ctx context.Context, n int) error", "", 0)
+    assert smaller(go, "go") == []  # `name type` parameters: the signature is the smallest form
