@@ -11,6 +11,7 @@ hole lives. Chat prompts: `engine.seam.HoleInfo.related`, a "related code from o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,19 +22,22 @@ COMMENT = {"python": "#", "javascript": "//", "typescript": "//", "tsx": "//", "
            "java": "//", "c": "//", "cpp": "//"}
 FILE_SEPARATORS = ("<|file_sep|>", "<file_sep>")
 MAX_MEMBERS = 12  # a class shows at most this many member signatures
+MAX_PARAMS = 6  # the smallest form of a function names at most this many parameters
+NAMES_FIRST = ("python", "javascript", "typescript", "tsx", "rust")  # `name: type` parameters: names-only forms
 
 
 @dataclass(frozen=True)
 class Snippet:
     """One piece of context: a definition (or a window of similar code) from another file."""
 
-    path: str  # as shown in the prompt: relative to its workspace folder
+    path: str  # relative to its workspace folder (dg/status `crossFile.items`)
     line: int
     text: str
     key: str  # grammar key of its file
     why: str  # "import" | "used" | "name" | "module" | "similar"
     name: str = ""  # the definition's name ("" for a window of similar code)
     kind: str = "whole"  # "whole": the definition's stub; "signature": its smaller form; "window": similar code
+    shown: str = ""  # the header's path: the shortest suffix of `path` unique in the workspace ("": `path`)
 
     def item(self) -> dict[str, object]:
         """dg/status `crossFile.items`: what this excerpt is."""
@@ -61,30 +65,43 @@ def smaller(d: Definition, key: str, members: list[Definition] = ()) -> list[str
     """Smaller forms of `render(d, key, members)`, largest first, for a budget the stub does not fit: without the
     doc line (a class keeps its members' signatures), then the signature line alone."""
     out = []
-    bare = f"{d.signature}: ..." if key == "python" and d.kind != "constant" else render(d._replace(doc=""), key)
-    for form in (render(d._replace(doc=""), key, members), bare, _names_only(bare) if key == "python" else bare):
+    python = key == "python"
+    bare = f"{d.signature}: ..." if python and d.kind != "constant" else render(d._replace(doc=""), key)
+    callable_ = d.kind in ("function", "method") or (python and d.kind == "class")
+    least = _names_only(bare, python) if key in NAMES_FIRST and callable_ else bare
+    if not python and least == bare:  # a class or type: without what it extends (`interface A<T> extends B<T>`)
+        least = re.split(r"\s+(?:extends|implements)\s|\s+=\s", bare, maxsplit=1)[0]
+    for form in (render(d._replace(doc=""), key, members), bare, least):
         if form not in out and form != render(d, key, members):
             out.append(form)
     return out
 
 
-def _names_only(stub: str) -> str:
-    """`def f(a: int = 1, *b: str) -> T: ...` as `def f(a, *b): ...` (Python): the parameters' names, when even
-    the signature does not fit."""
+def _names_only(stub: str, python: bool = True) -> str:
+    """`def f(a: int = 1, *b: str) -> T: ...` as `def f(a, *b): ...` (Python; `function f<T>(a?: T): R` as
+    `function f(a?)` in TypeScript, Rust's `fn` alike): the parameters' names, when even the signature does not
+    fit; past MAX_PARAMS names, or where the index cut the signature short, `...` stands for the rest."""
     head, par, rest = stub.partition("(")
-    depth, params, cur = 1, [], ""
+    if not par:
+        return stub
+    depth, params, cur, closed = 1, [], "", False
     for ch in rest:
         depth += (ch in "([{") - (ch in ")]}")
         if depth == 0:
             params.append(cur)
-            return f"{head}({', '.join(p.split(':')[0].split('=')[0].strip() for p in params if p.strip())}): ..." \
-                if par else stub
+            closed = True
+            break
         if ch == "," and depth == 1:
             params.append(cur)
             cur = ""
         else:
             cur += ch
-    return stub
+    names = [p.split(":")[0].split("=")[0].strip() for p in params if p.strip()]
+    if not closed or len(names) > MAX_PARAMS:
+        names = names[:MAX_PARAMS] + ["..."]
+    if not python:
+        head = head.split("<")[0]  # the generics' parameters
+    return f"{head.rstrip()}({', '.join(names)})" + (": ..." if python else "")
 
 
 def cost(snippets: list[Snippet], current: str, key: str, encode: Encode) -> int:
@@ -106,13 +123,13 @@ def file_separator(encode: Encode) -> list[int] | None:
 
 
 def group(snippets: list[Snippet]) -> list[tuple[str, str, str]]:
-    """(path, key, code) per file, files and snippets in (path, line) order."""
+    """(path as shown, key, code) per file, files and snippets in (path, line) order."""
     out: list[tuple[str, str, str]] = []
     for s in sorted(snippets, key=lambda s: (s.path, s.line)):
-        if out and out[-1][0] == s.path:
-            out[-1] = (s.path, s.key, out[-1][2] + "\n\n" + s.text)
+        if out and out[-1][0] == (s.shown or s.path):
+            out[-1] = (out[-1][0], s.key, out[-1][2] + "\n" + s.text)
         else:
-            out.append((s.path, s.key, s.text))
+            out.append((s.shown or s.path, s.key, s.text))
     return out
 
 

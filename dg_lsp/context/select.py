@@ -4,14 +4,16 @@ Candidates, best first:
 1. identifiers near the hole (NEAR_BEFORE lines above to NEAR_AFTER below) and in the signatures of the enclosing
    definitions, nearest first, resolved through the file's imports to definitions in the index (`mod.f` through
    `import mod`, `g` through `from m import f as g`, a class's members through `Class.member`);
-2. what the whole file uses from its imports, most used first, as short stubs (the call being typed is often one);
+2. what the whole file uses from its imports, most used first (a call counts CALL_WEIGHT mentions: a call needs the
+   signature, a mention only the name), as short stubs (the call being typed is often one);
 3. the same names defined at top level elsewhere in the workspace, when few files define them (a fallback for
    imports the index cannot resolve: packages outside the workspace, Go/Rust/Java imports, C headers);
 4. windows of WINDOW lines from other open documents, by Jaccard similarity of their identifier sets to the lines
    before the hole (as Copilot's neighbouring-tab snippets).
-Duplicates go (a method whose class is shown, the same definition twice); the rest fill the budget in rank order,
-then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per keystroke:
-window identifier sets and token counts are cached.
+Constants of either group come after all the rest (their name says most of what they are). Duplicates go (a method
+whose class is shown, the same definition twice, a name a file defines twice: its first); the rest fill the budget in
+rank order, then are laid out in a stable order (dg_lsp.context.layout). Everything here runs on the event loop per
+keystroke: window identifier sets and token counts are cached.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dg_lsp.context.index import EXTENSIONS, MAX_LINE_CHARS, WorkspaceIndex
+from dg_lsp.context.index import EXTENSIONS, MAX_LINE_CHARS, WorkspaceIndex, module_stem
 from dg_lsp.context.layout import Snippet, cost, header, render, smaller
 from dg_lsp.context.symbols import Definition, Import, imports
 from dg_lsp.languages import parser
@@ -36,6 +38,7 @@ WINDOW, WINDOW_STEP, MAX_WINDOWS = 30, 15, 400
 MIN_JACCARD = 0.2
 SIMILAR_MAX = 2
 MODULE_DEFS = 8
+CALL_WEIGHT = 4  # a name called counts this many uses: a call needs the signature, a mention only the name
 HEAD_CHARS = 16384
 USES_CHARS, USES_MAX, USES_SCAN = 2048, 64, 100_000
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -59,8 +62,9 @@ class Selector:
     def __init__(self, index: WorkspaceIndex) -> None:
         self.index = index
         self._counts: OrderedDict[str, int] = OrderedDict()
-        self._used: dict[str, tuple[tuple[int, int], list[tuple[str, Definition]]]] = {}
+        self._used: dict[str, tuple[tuple[int, int], list[tuple[str, str, Definition]]]] = {}
         self._rel: dict[str, str] = {}
+        self._short: dict[str, tuple[int, str]] = {}
         self._choices: OrderedDict[tuple, Choice] = OrderedDict()
         self._heads: dict[str, tuple[str, dict[str, Import]]] = {}
         self._windows: OrderedDict[tuple[str, int], list[tuple[int, frozenset[str]]]] = OrderedDict()
@@ -85,11 +89,35 @@ class Selector:
             self._rel[path] = got
         return got
 
+    def short(self, path: str) -> str:
+        """The path a prompt's header shows: the shortest suffix of `path` (whole folders) that no other file of the
+        workspace ends with (`exceptions.py`, `gen/__init__.py`); a header costs a few tokens per file, and a small
+        budget holds more definitions with short ones. Cached per file and the number of same-named files."""
+        stem = module_stem(path)
+        same = self.index.by_stem.get(stem, ())
+        got = self._short.get(path)
+        if got is not None and got[0] == len(same):
+            return got[1]
+        rel = self.relpath(path)
+        parts = rel.split("/")
+        least = 2 if stem != Path(path).stem else 1  # a package's __init__/index file: with its folder
+        shown = rel
+        for n in range(least, len(parts)):
+            tail = "/".join(parts[-n:])
+            if not any(p != path and p.endswith("/" + tail) for p in same):
+                shown = tail
+                break
+        if len(self._short) > 4096:
+            self._short.clear()
+        self._short[path] = (len(same), shown)
+        return shown
+
     # -- candidates ---------------------------------------------------------------------------------------------
 
-    def _uses(self, path: str, text: str, binds: dict[str, Import]) -> list[tuple[str, Definition]]:
+    def _uses(self, path: str, text: str, binds: dict[str, Import]) -> list[tuple[str, str, Definition]]:
         """Definitions of other files that `text` names through its imports (`f` from `from m import f`,
-        `mod.g` through `import m as mod`), most often named first; cached per file and size (USES_CHARS)."""
+        `mod.g` through `import m as mod`), most often named first, as (name used, file, definition); cached per file
+        and size (USES_CHARS)."""
         key = (len(text) // USES_CHARS, len(binds))
         got = self._used.get(path)
         if got is not None and got[0] == key:
@@ -100,10 +128,11 @@ class Selector:
             for n in (1, 2):  # `f` and `mod.g` (a deeper chain: its first two parts)
                 if len(parts) >= n and parts[0] in binds:
                     k = ".".join(parts[:n])
-                    counts[k] = counts.get(k, 0) + 1
-        out: list[tuple[str, Definition]] = []
+                    called = n == len(parts) and text.startswith("(", m.end())
+                    counts[k] = counts.get(k, 0) + (CALL_WEIGHT if called else 1)
+        out: list[tuple[str, str, Definition]] = []
         for name, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:USES_MAX]:
-            out += [(f, d) for f, d, why in self.resolve(path, name, binds) if why == "import"]
+            out += [(name, f, d) for f, d, why in self.resolve(path, name, binds) if why == "import"]
         self._used[path] = (key, out)
         while len(self._used) > 64:
             self._used.pop(next(iter(self._used)))
@@ -115,9 +144,9 @@ class Selector:
         entry = self.index.entry(path)
         key = entry.key if entry else "python"
         shown = self.index.members(path, d.name) if d.kind == "class" and members else []
-        rel = self.relpath(path)
-        return [Snippet(rel, d.line, render(d, key, shown), key, why, d.name, "whole")] + [
-            Snippet(rel, d.line, text, key, why, d.name, "signature") for text in smaller(d, key, shown)]
+        rel, short = self.relpath(path), self.short(path)
+        return [Snippet(rel, d.line, render(d, key, shown), key, why, d.name, "whole", short)] + [
+            Snippet(rel, d.line, text, key, why, d.name, "signature", short) for text in smaller(d, key, shown)]
 
     def binds(self, path: str, text: str) -> dict[str, Import]:
         """The names `path`'s imports bind: from the index, else (a file it has not reached, an unsaved one) parsed
@@ -194,7 +223,8 @@ class Selector:
         out = []
         for _, path, i, text in scored[:SIMILAR_MAX]:
             lines = text.splitlines()[i:i + WINDOW]
-            out.append(Snippet(self.relpath(path), i, "\n".join(lines), _key_of(path), "similar"))
+            out.append(Snippet(self.relpath(path), i, "\n".join(lines), _key_of(path), "similar", kind="window",
+                               shown=self.short(path)))
         return out
 
     # -- the choice ---------------------------------------------------------------------------------------------
@@ -213,7 +243,7 @@ class Selector:
         if self._near[0] != above:  # stable on a line: computed once per line typed on
             self._near = (above, frozenset(_WORD.findall(above)) - STOP)
         near = self._near[1]
-        key = (path, tuple(names), budget, id(uses), self.index.generation, near,
+        key = (path, tuple(names), budget, tuple(u[0] for u in uses), self.index.generation, near,
                tuple((p, v) for p, v, _ in others))
         got = self._choices.get(key)
         if got is not None:  # the same inputs (typing inside a word, a repeated request): the same choice
@@ -221,26 +251,30 @@ class Selector:
         seen: set[tuple[str, int]] = set()
         ranked: list[list[Snippet]] = []  # per candidate: its forms, largest first
         classes: set[tuple[str, str]] = set()
+        named: set[tuple[str, str, str]] = set()
+        constants = []  # a constant (`logger`, `PIPE`) is read more than called, its name says most: after the rest
         for name in names:
             for f, d, why in self.resolve(path, name, binds):
-                if (f, d.line) in seen or (f, d.parent) in classes:
-                    continue
+                if (f, d.line) in seen or (f, d.parent) in classes or (f, d.parent, d.name) in named:
+                    continue  # the same name twice in a file (`if`/`else` variants, overloads): the first
                 seen.add((f, d.line))
+                named.add((f, d.parent, d.name))
                 if d.kind == "class":
                     classes.add((f, d.name))
-                ranked.append(self._def_snippets(f, d, why))
-        constants = []  # a constant the file uses (`logger`, `PIPE`) is read more than called: after the rest
-        for f, d in uses:  # what the file uses from other files, most used first, as short stubs
-            if (f, d.line) not in seen and (f, d.parent) not in classes:
+                (constants if d.kind == "constant" else ranked).append(self._def_snippets(f, d, why))
+        for _, f, d in uses:  # what the file uses from other files, nearest used first, as short stubs
+            if (f, d.line) not in seen and (f, d.parent) not in classes and (f, d.parent, d.name) not in named:
                 seen.add((f, d.line))
+                named.add((f, d.parent, d.name))
                 (constants if d.kind == "constant" else ranked).append(self._def_snippets(f, d, "used", members=False))
-        ranked += constants
         # stable: imports near the hole first, then what the file uses from its imports (certain, where a same-named
-        # definition elsewhere is a guess), each group nearest / most used first
+        # definition elsewhere is a guess), each group nearest / most used first; constants after all of them
         order = {"import": 0, "used": 1, "name": 2, "module": 3}
         ranked.sort(key=lambda forms: order.get(forms[0].why, 4))
+        constants.sort(key=lambda forms: order.get(forms[0].why, 4))
+        ranked += constants
         ranked += [[s] for s in self._similar(path, near, list(others))]
-        chosen, used = self._fit(ranked, self.relpath(path), _key_of(path), budget, encode)
+        chosen, used = self._fit(ranked, self.short(path), _key_of(path), budget, encode)
         self._choices[key] = choice = Choice(chosen, used)
         while len(self._choices) > 64:
             self._choices.popitem(last=False)
@@ -262,7 +296,7 @@ class Selector:
 
         for forms in ranked:
             s = forms[-1]
-            n = size(s) + (0 if s.path in files else self.count(header(s.path, s.key), encode) + 1)
+            n = size(s) + (0 if s.path in files else self.count(header(s.shown or s.path, s.key), encode) + 1)
             if est + n <= budget:
                 picked.append((forms, len(forms) - 1))
                 files.add(s.path)

@@ -185,7 +185,7 @@ class Workspace:
             if doc is not None and p != path:
                 others.append((p, doc.version, doc.text))
         choice = self.selector.select(path, snap.text, offset, budget, encode, others)
-        return choice.snippets, self.selector.relpath(path)
+        return choice.snippets, self.selector.short(path)
 
     @property
     def busy(self) -> bool:

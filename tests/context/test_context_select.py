@@ -126,9 +126,9 @@ SNIPS = [Snippet("b/z.py", 4, "def z(): ...", "python", "import"),
 def test_fim_layout_with_and_without_file_separator():
     with_sep = fim_ids(SNIPS, "c.py", "python", chars_with_sep)
     text = "".join("|" if i == 1 else chr(i) for i in with_sep)
-    assert text == "|a/y.py\ndef y1(): ...\n\ndef y2(): ...\n|b/z.py\ndef z(): ...\n|c.py\n"  # stable: path, line
+    assert text == "|a/y.py\ndef y1(): ...\ndef y2(): ...\n|b/z.py\ndef z(): ...\n|c.py\n"  # stable: path, line
     plain = "".join(map(chr, fim_ids(SNIPS, "c.py", "python", chars)))
-    assert plain == "# a/y.py\ndef y1(): ...\n\ndef y2(): ...\n\n# b/z.py\ndef z(): ...\n\n# c.py\n"
+    assert plain == "# a/y.py\ndef y1(): ...\ndef y2(): ...\n\n# b/z.py\ndef z(): ...\n\n# c.py\n"
     js = "".join(map(chr, fim_ids([Snippet("u.ts", 0, "function u()", "typescript", "import")], "v.ts",
                                   "typescript", chars)))
     assert js.startswith("// u.ts\n") and js.endswith("// v.ts\n")
@@ -176,7 +176,7 @@ def test_chat_gets_a_related_code_section():
     fmt = ChatFmt()
     req = build_prompt(snap, hole_at_cursor(snap, 7), chars, fmt, 400, SNIPS, "c.py")
     info = fmt.seen[-1]
-    assert info.related == chat_related(SNIPS) == (("a/y.py", "def y1(): ...\n\ndef y2(): ..."),
+    assert info.related == chat_related(SNIPS) == (("a/y.py", "def y1(): ...\ndef y2(): ..."),
                                                    ("b/z.py", "def z(): ..."))
     assert req.context_ids[: len(req.prefix_ids)] == req.prefix_ids  # no FIM head for chat
     msg = user_message("x = y1(", "\n", info, "```")
