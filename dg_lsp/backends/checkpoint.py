@@ -60,7 +60,10 @@ def load_local(path: str | Path, prompt_format: str = "auto") -> LocalCheckpoint
                                 "server, so it needs the checkpoint's tokenizer and config files locally (modelPath "
                                 "names their directory; the weights are not needed)")
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    if not _diffusion_gemma(json.loads((path / "config.json").read_text())):
+    raw = json.loads((path / "config.json").read_text())
+    if "dg_family" in raw:  # written by the service for a family's GGUF (engine.service.app.family_client_config)
+        return _served_family(path, tok, raw)
+    if not _diffusion_gemma(raw):
         return _load_family(path, tok, prompt_format)
     config = load_config(path)
     fmt = load_prompt_format(path, tok, config, prompt_format)
@@ -94,3 +97,17 @@ def _load_family(path: Path, tok: Tokenizer, prompt_format: str) -> LocalCheckpo
     steps = getattr(settings, "steps", None) or min(fmt.canvas_lengths)
     return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok), int(steps), text.vocab_size,
                            text.eos_token_ids[0], text.pad_token_id, family.name)
+
+
+def _served_family(path: Path, tok: Tokenizer, raw: dict[str, Any]) -> LocalCheckpoint:
+    """The numbers the service wrote for a mask-diffusion family's GGUF, laid out as its engine lays them out."""
+    from engine.prompts.mask import DEFAULT_CANVAS_LENGTHS, MaskInfillFormat
+
+    lengths = tuple(int(c) for c in raw.get("canvas_lengths") or DEFAULT_CANVAS_LENGTHS)
+    bos = raw.get("bos_id")
+    fmt = MaskInfillFormat(mask_id=int(raw["mask_token_id"]), bos_id=None if bos is None else int(bos),
+                           canvas_lengths=lengths)
+    eos = raw.get("eos_token_id") or [1]
+    return LocalCheckpoint(path, tok, fmt, splits_before_newline(tok), int(raw.get("steps") or min(lengths)),
+                           int(raw["vocab_size"]), int(eos[0]), int(raw.get("pad_token_id") or 0),
+                           str(raw["dg_family"]))
