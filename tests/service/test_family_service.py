@@ -179,3 +179,22 @@ def test_the_service_backend_fills_a_dream_gguf_with_nothing_beside_it(tmp_path)
             backend.close()
     finally:
         svc.stop()
+
+
+def test_serve_engines_pre_load_check_reads_each_family_and_refuses_a_causal_qwen2_by_name(tmp_path):
+    import json
+
+    from engine.tools.command import Refused, checked_model
+
+    path, _ = tiny_family(tmp_path / "tiny-dream", "dream", "gqa_untied")
+    assert checked_model(str(path), "cpu") == path
+    raw = json.loads((path / "config.json").read_text())
+    raw.update(model_type="qwen2", architectures=["Qwen2ForCausalLM"])
+    raw.pop("mask_token_id", None)
+    (path / "config.json").write_text(json.dumps(raw))
+    tok_cfg = json.loads((path / "tokenizer_config.json").read_text())
+    tok_cfg.pop("mask_token", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    with pytest.raises(Refused, match=r"causal Qwen2 model .*not a diffusion model") as caught:
+        checked_model(str(path), "cpu")
+    assert "\n" not in str(caught.value)
