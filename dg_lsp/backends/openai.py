@@ -23,6 +23,9 @@ A seeded fill (`init_ids`, `start_noise`: a rewrite starting from the selected c
 (engine.seam.seed_canvases: eos then pad after the seed) and corrupted here at level `start_noise` (`corrupt_seed`),
 since vLLM starts from the seed as sent; no position is pinned. Only the first canvas is seeded (vLLM takes one).
 A server that is not vLLM serving a diffusion model gets the plain request: the seed is dropped.
+
+A mask-diffusion family's checkpoint (Dream, Open-dCoder, LLaDA) is refused by name at connect: vLLM serves none of
+them, and a completions server would not fill their mask; the `service` backend serves them.
 """
 
 from __future__ import annotations
@@ -91,6 +94,10 @@ class OpenAIBackend(LocalSide):
         endpoint = openai_endpoint(settings.endpoint)
         headers = {"Authorization": f"Bearer {key}"} if (key := api_key_from(settings.api_key_env)) else {}
         local = load_local(settings.model_path or default_model_dir(), settings.prompt_format)
+        if local.family != "diffusion_gemma":  # a mask-diffusion family: no OpenAI-compatible server fills its holes
+            raise ValueError(f"backend openai cannot serve {local.path} (a {local.family} checkpoint): vLLM serves "
+                             "neither Dream nor LLaDA and a completions server would not fill its mask; use backend "
+                             f"service (`dg-lsp serve-engine --model {local.path}`) or the embedded engine")
         with endpoint.client(10.0, headers, sync=True) as http:
             try:
                 resp = http.get("models")

@@ -57,7 +57,7 @@ def client_files(backend: Any, path: Path) -> dict[str, bytes]:
     """CHECKPOINT_FILES the service hands out: a checkpoint directory's own; for a GGUF file, those beside it, with
     config.json / generation_config.json written from the config it was loaded with (engine.formats.hf_files), the
     tokenizer rebuilt from its metadata when none is beside it, and its `tokenizer.chat_template` when no template
-    file is beside it."""
+    file is beside it; a mask-diffusion family's GGUF gets `family_client_config` as its config.json."""
     from engine.formats import gguf
     from engine.formats.hf_files import config_json, generation_config_json
     from engine.prompts.template import find_chat_template
@@ -66,15 +66,31 @@ def client_files(backend: Any, path: Path) -> dict[str, bytes]:
     out = {name: (side / name).read_bytes() for name in CHECKPOINT_FILES if (side / name).is_file()}
     if not gguf.is_gguf(path):
         return out
-    out["config.json"], out["generation_config.json"] = config_json(backend.config), generation_config_json(
-        backend.config)
     tokenizer = getattr(backend, "tokenizer", None)
     if "tokenizer.json" not in out and tokenizer is not None:
         out["tokenizer.json"] = tokenizer.to_str().encode()
+    family = getattr(getattr(backend, "family", None), "name", None)  # a mask-diffusion family's GGUF (MaskEngine)
+    if family is not None:  # its numbers; no chat template (mask infill only)
+        out["config.json"] = family_client_config(backend, family)
+        out.pop("generation_config.json", None)
+        return out
+    out["config.json"], out["generation_config.json"] = config_json(backend.config), generation_config_json(
+        backend.config)
     # the engine's rule (engine.prompts): a template file beside the checkpoint wins, else the file's own
     if find_chat_template(side) is None and (template := gguf.file_prompt(path, tokenizer=False)[1]):
         out["chat_template.jinja"] = template.encode()
     return out
+
+
+def family_client_config(backend: Any, family: str) -> bytes:
+    """config.json for the clients of a mask-diffusion family's GGUF (no config.json of its own): not a checkpoint
+    config, the numbers dg_lsp.backends.checkpoint.load_local lays prompts out with (key "dg_family")."""
+    text, fmt = backend.config.text, backend.prompt_format
+    steps = getattr(backend.config.sampler, "steps", None)
+    raw = {"dg_family": family, "vocab_size": int(backend.vocab_size), "mask_token_id": text.mask_token_id,
+           "pad_token_id": text.pad_token_id, "bos_id": fmt.bos_id, "eos_token_id": list(backend.config.eos_token_ids),
+           "canvas_lengths": list(fmt.canvas_lengths), "steps": steps}
+    return json.dumps(raw, indent=1).encode()
 
 
 @dataclass

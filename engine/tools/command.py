@@ -106,8 +106,12 @@ def setup_logging(level: str, log_file: Path | None) -> None:
 
 def checked_model(model: str | None, device: str) -> Path:
     """`--model` and `--device` checked before anything is loaded: the checkpoint folder (or .gguf file) is one, its
-    config reads, its weight files' headers read, and the device exists. Raises Refused (exit 2)."""
+    config reads (by the family that reads it: engine.families.registry, as Engine.from_pretrained dispatches), its
+    weight files' headers read, and the device exists. Raises Refused (exit 2)."""
     from engine.engine import default_model_path, resolve_device
+    from engine.families.contract import MaskFamily
+    from engine.families.gguf import summary as gguf_summary
+    from engine.families.registry import family_of
     from engine.loader import checkpoint_files, load_checkpoint_config
 
     path = Path(model).expanduser() if model else default_model_path()
@@ -115,7 +119,14 @@ def checked_model(model: str | None, device: str) -> Path:
         raise Refused(f"--model {path}: no such checkpoint (a folder holding config.json and model.safetensors, or "
                       "a .gguf file)")
     try:
-        load_checkpoint_config(path)
+        family = family_of(path)  # engine.families.registry: what Engine.from_pretrained dispatches on
+        if isinstance(family, MaskFamily):  # a mask-diffusion family: its own config reading (or GGUF header)
+            if path.is_dir() and (path / "config.json").is_file():
+                family.read_config(path)
+            else:
+                gguf_summary(path)
+        else:
+            load_checkpoint_config(path)
         if path.is_dir():
             from safetensors import safe_open
 
