@@ -193,7 +193,8 @@ class Ours:
 
 
 # -- llama.cpp's side -------------------------------------------------------------------------------------------------
-_STEP = re.compile(r"(\d+)\.(\d+)\.(\d+)\.(\d+) I \r?diffusion step: (\d+)/(\d+)")
+# "M.SS.mmm.uuu I \rdiffusion step: k/n [...]" (the \r reads as a newline in text mode)
+_STEP = re.compile(r"(\d+)\.(\d+)\.(\d+)\.(\d+) I \s*diffusion step: (\d+)/(\d+)")
 
 
 def find_llamacpp(arg: str | None) -> Path | None:
@@ -207,25 +208,23 @@ def run_llamacpp(cli: Path, path: Path, threads: int, steps: int, timeout: float
     prompt = "def add(a, b):\n    return a + b\n"[: PROMPT_TOKENS - 1]  # byte tokens + BOS = 32
     cmd = [str(cli), "-m", str(path), "-p", prompt, "-n", "1", "-t", str(threads), "-tb", str(threads), "-no-cnv",
            "--log-timestamps", "--log-prefix", "--seed", "0", "--diffusion-eb-max-steps", str(steps),
-           "--diffusion-eb-entropy-bound", "0.000001", "--no-warmup"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, LD_LIBRARY_PATH=str(cli.parent)))
-    hwm, t0, chunks = 0, time.monotonic(), []
-    os.set_blocking(proc.stdout.fileno(), False)
-    while proc.poll() is None and time.monotonic() - t0 < timeout:
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                hwm = max(hwm, next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM")))
-        except (OSError, StopIteration):
-            pass
-        chunks.append(proc.stdout.read() or "")
-        time.sleep(0.05)
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    os.set_blocking(proc.stdout.fileno(), True)
-    chunks.append(proc.stdout.read() or "")
-    text = "".join(chunks)
+           "--diffusion-eb-entropy-bound", "0.000001"]
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, LD_LIBRARY_PATH=str(cli.parent)))
+        hwm, t0 = 0, time.monotonic()
+        while proc.poll() is None and time.monotonic() - t0 < timeout:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    hwm = max(hwm, next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM")))
+            except (OSError, StopIteration):
+                pass
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        log.seek(0)
+        text = log.read()
     stamps = [((int(m[1]) * 60 + int(m[2])) * 1000 + int(m[3]) + int(m[4]) / 1000) for m in _STEP.findall(text)]
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     out = {"gaps": gaps, "rss_peak_mb": round(hwm / 2**20, 1), "rc": proc.returncode}
@@ -273,6 +272,7 @@ def main() -> None:
     ap.add_argument("--llamacpp", default=None, help="folder holding llama-diffusion-cli (default: "
                     f"$DG_LLAMACPP_BIN or {LLAMA_BIN})")
     ap.add_argument("--no-before", action="store_true", help="skip the whole-weight (before) figure")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_quant.json"), help="the JSON written")
     args = ap.parse_args()
     formats = args.formats.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -325,7 +325,7 @@ def main() -> None:
                         row["ours_served_mb"] = round((r["mem"]["VmRSS"] - ours.ready["base"]["VmRSS"]) / 2**20, 1)
                 if fmt != "F32" and not args.no_before:
                     row["load_before"] = load_avg()
-                    b = ours.ask(canvas=canvas, threads=t, steps=min(steps, 6), tiled=False)
+                    b = ours.ask(canvas=canvas, threads=t, steps=min(steps, 4), tiled=False)
                     row["before_ms"] = warm_median(b["gaps"])
                     before.setdefault(fmt, {}).setdefault(str(canvas), {})[str(t)] = row["before_ms"]
                 rows.append(row)
@@ -347,7 +347,7 @@ def main() -> None:
               "shape": {k: v for k, v in shape.items() if k != "layer_types"}, "vocab": vocab, "quick": args.quick,
               "loadavg_start_end": [rows[0].get("load_ours"), load_avg()] if rows else None, "machine": machine()}
     if not args.quick:
-        out = ROOT / "bench" / "results" / "cpu_quant.json"
+        out = Path(args.out)
         out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     tmp.cleanup()
     emit(result)

@@ -18,6 +18,8 @@ per byte, `nibbles`), `scale` (R, K / group) and optional `bias` (R, K / group);
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 from dataclasses import dataclass
 
 import torch
@@ -140,6 +142,22 @@ def _ggml_codes(blocks: torch.Tensor, qtype: str) -> tuple[torch.Tensor, torch.T
     raise ValueError(f"no CPU tile layout for ggml type {qtype}")
 
 
+MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim these pages now (clean file pages are dropped, re-read on a later touch)
+
+
+def page_out(t: torch.Tensor) -> None:
+    """Ask the kernel to reclaim the whole pages under a CPU tensor: after a ggml weight is repacked, its bytes in the
+    file's map are no longer read, so they need not stay resident. Never loses data (anonymous pages are at most
+    swapped); a kernel without MADV_PAGEOUT leaves them, which only costs memory."""
+    if t.device.type != "cpu" or t.numel() == 0:
+        return
+    start, end = t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+    lo, hi = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, end // mmap.PAGESIZE * mmap.PAGESIZE
+    if hi > lo:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_PAGEOUT)
+
+
 def pack(p: QuantParts) -> CpuWeight:
     """QuantParts (any format the engine loads) -> its CpuWeight (a copy for ggml blocks, views otherwise)."""
     k = p.shape[-1]
@@ -157,8 +175,10 @@ def pack(p: QuantParts) -> CpuWeight:
             scales.append(s.reshape(n, -1))
             if b is not None:
                 biases.append(b.reshape(n, -1))
-        return CpuWeight(tuple(p.shape), torch.cat(qs), torch.cat(scales), torch.cat(biases) if biases else None, g,
-                         "k" if qtype == "Q4_K" else "")
+        packed = CpuWeight(tuple(p.shape), torch.cat(qs), torch.cat(scales), torch.cat(biases) if biases else None,
+                           g, "k" if qtype == "Q4_K" else "")
+        page_out(p.qweight)  # the map's pages of this weight (a copy-on-write map of the file: clean pages)
+        return packed
     rows = p.qweight.reshape(-1, p.qweight.shape[-1])
     scale = p.scale.reshape(rows.shape[0], -1)
     if p.fmt in ("int8", "fp8"):

@@ -105,3 +105,13 @@ def test_packed_layout_is_no_bigger_than_a_byte_and_a_quarter_per_value():
         parts, _ = _ggml_parts(qtype, (2,), 16, 512)
         packed = C.pack(parts)
         assert packed.nbytes / (2 * 16 * 512) <= limit
+
+
+def test_packing_leaves_the_stored_bytes_intact():
+    """Packing pages the stored blocks out (they are a file's map when loaded from a GGUF): the bytes read back the
+    same, and the weight still dequantizes to what it did."""
+    parts, w = _ggml_parts("Q6_K", (2,), 64, 512)
+    before = parts.qweight.clone()
+    C.pack(parts)
+    assert torch.equal(parts.qweight, before)
+    assert torch.equal(QF.dequantize(parts), w)
