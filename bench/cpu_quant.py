@@ -162,7 +162,8 @@ for line in sys.stdin:
     stamps = []
     for d in eng.stream(ids, canvas_length=req['canvas'], steps=req['steps'], entropy_bound=1e-6, seed=0,
                         draft_text=False):
-        stamps.append(time.perf_counter())
+        if not d.done:  # the last draft carries the result, right after the last step's
+            stamps.append(time.perf_counter())
     cpu_matmul.ENABLED = True
     gaps = [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:], strict=False)]
     print(json.dumps({'gaps': gaps, 'mem': status()}), flush=True)
@@ -225,7 +226,7 @@ def run_llamacpp(cli: Path, path: Path, threads: int, steps: int, timeout: float
         proc.wait()
         log.seek(0)
         text = log.read()
-    stamps = [((int(m[1]) * 60 + int(m[2])) * 1000 + int(m[3]) + int(m[4]) / 1000) for m in _STEP.findall(text)]
+    stamps = [(int(m[0]) * 60 + int(m[1])) * 1000 + int(m[2]) + int(m[3]) / 1000 for m in _STEP.findall(text)]
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     out = {"gaps": gaps, "rss_peak_mb": round(hwm / 2**20, 1), "rc": proc.returncode}
     if not gaps:
