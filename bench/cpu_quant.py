@@ -210,7 +210,7 @@ def run_llamacpp(cli: Path, path: Path, threads: int, steps: int, timeout: float
     cmd = [str(cli), "-m", str(path), "-p", prompt, "-n", "1", "-t", str(threads), "-tb", str(threads), "-no-cnv",
            "--log-timestamps", "--log-prefix", "--seed", "0", "--diffusion-eb-max-steps", str(steps),
            "--diffusion-eb-entropy-bound", "0.000001"]
-    with tempfile.TemporaryFile("w+") as log:
+    with tempfile.TemporaryFile("w+", errors="replace") as log:  # random byte tokens: not UTF-8
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
                                 env=dict(os.environ, LD_LIBRARY_PATH=str(cli.parent)))
         hwm, t0 = 0, time.monotonic()
