@@ -4,9 +4,10 @@ weights get quantized, and the swap on a (meta) model, live here too.
 
 Matmul paths: with a `kernel` installed (engine.kernels.table.install: on CUDA with Triton, once the launcher passed
 its self-check at load), the grouped kernel `engine.kernels.moe_quant` (ggml blocks read from a GGUF:
-`engine.kernels.gguf_moe`) dequantizes tiles on the fly (a plain linear is one expert); without one the weight (a
-whole expert stack) is dequantized to the activation dtype and run with torch's dense (grouped) GEMM: correct,
-slower, a transient full-size copy of one weight at a time.
+`engine.kernels.gguf_moe`) dequantizes tiles on the fly (a plain linear is one expert); on a CPU,
+`engine.quant.cpu_matmul` repacks the weight once and multiplies cache-sized fp32 tiles, only the routed experts
+(exact: the same fp32 values); elsewhere the weight (a whole expert stack) is dequantized to the activation dtype
+and run with torch's dense (grouped) GEMM: correct, slower, a transient full-size copy of one weight at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.moe import grouped_linear
+from engine.quant import cpu_matmul
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
 
 # Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,
@@ -51,6 +53,13 @@ class QuantWeight(nn.Module):
         self.register_buffer("qweight", parts.qweight)
         self.register_buffer("scale", parts.scale)
         self.register_buffer("zero", parts.zero)
+        self._cpu: cpu_matmul.CpuWeight | None = None  # the CPU tile layout, packed at the first CPU call
+
+    def cpu_weight(self) -> cpu_matmul.CpuWeight:
+        """The weight in `engine.quant.cpu_matmul`'s tile layout (packed once, from the buffers as loaded)."""
+        if self._cpu is None or self._cpu.shape != self.shape:
+            self._cpu = cpu_matmul.pack(self.parts)
+        return self._cpu
 
     @property
     def parts(self) -> QuantParts:
@@ -72,6 +81,8 @@ class QuantWeight(nn.Module):
         x = self._act(x)
         if self.kernel is not None:
             return self.kernel(x, self.parts, offsets)
+        if x.device.type == "cpu" and cpu_matmul.ENABLED:
+            return cpu_matmul.grouped_linear(x, self.cpu_weight(), offsets)
         # Elsewhere: the whole stack (E, N, K) dequantized to x's dtype, then the dense grouped GEMM (torch's
         # grouped_mm; where there is none, a bmm padded to S rows per expert): no loop over experts, and the
         # offsets never leave the device.
@@ -87,6 +98,8 @@ class QuantWeight(nn.Module):
             one = QuantParts(parts.fmt, (1, *parts.shape), parts.qweight[None], parts.scale[None],
                              parts.zero[None] if parts.zero is not None else None, parts.group_size)
             return self.kernel(flat.contiguous(), one, offsets).view(*x.shape[:-1], -1)
+        if x.device.type == "cpu" and cpu_matmul.ENABLED:
+            return cpu_matmul.linear(x, self.cpu_weight())
         return F.linear(x, self.dequantize(x.dtype))
 
 

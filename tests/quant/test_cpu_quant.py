@@ -1,0 +1,117 @@
+"""CPU matmuls on quantized weights (engine.quant.cpu_matmul): every format the engine loads gives, tile by tile,
+the outputs of its whole dequantized weight (F.linear / per-expert GEMM on the same fp32 values) up to fp32
+summation order (the tiles hold the very values: tests/quant/test_gguf.py's 1e-5 parity holds on them), never
+expands a whole weight or expert stack, and reads only the experts the router picked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from test_gguf import _random_blocks
+
+from engine.formats.gguf_quants import BLOCKS, dequantize
+from engine.quant import cpu_matmul as C
+from engine.quant import formats as QF
+from engine.quant.formats import QuantParts, quantize
+from engine.quant.modules import QuantLinear, QuantWeight
+
+GGML = ["Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+
+
+def _ggml_parts(qtype: str, lead: tuple[int, ...], n: int, k: int, seed: int = 0) -> tuple[QuantParts, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    rows = int(np.prod(lead)) * n
+    raw = torch.from_numpy(_random_blocks(qtype, rows, k // BLOCKS[qtype][0], rng)).reshape(*lead, n, -1)
+    return QuantParts(f"gguf:{qtype}", (*lead, n, k), raw, torch.empty(0)), dequantize(raw, qtype, k)
+
+
+def _engine_parts(fmt: str, lead: tuple[int, ...], n: int, k: int) -> tuple[QuantParts, torch.Tensor]:
+    p = quantize(torch.randn(*lead, n, k, generator=torch.Generator().manual_seed(3)), fmt)
+    return p, QF.dequantize(p)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Equal up to fp32 summation order: 1e-6 of the output's scale (a code or scale off by one moves it by far
+    more)."""
+    assert got.shape == want.shape and float((got - want).abs().max()) <= 1e-6 * float(want.abs().max())
+
+
+def _parts(fmt: str, lead: tuple[int, ...], n: int, k: int) -> tuple[QuantParts, torch.Tensor]:
+    return _ggml_parts(fmt, lead, n, k) if fmt in GGML else _engine_parts(fmt, lead, n, k)
+
+
+@pytest.mark.parametrize("fmt", [*GGML, "int8", "int4", "fp8"])
+def test_linear_equals_the_dequantized_weight(fmt, monkeypatch):
+    k = 512 if fmt in GGML else 300  # 300: int4's last group of 128 is short
+    parts, w = _parts(fmt, (), 70, k)
+    monkeypatch.setattr(C, "TILE_VALUES", 16 * k)  # several tiles, the last one short
+    lin = QuantLinear(parts)
+    x = torch.randn(2, 9, k, generator=torch.Generator().manual_seed(1))
+    got = lin(x)
+    _close(got, F.linear(x, w))
+
+
+@pytest.mark.parametrize("fmt", ["Q8_0", "Q4_K", "Q6_K", "int4"])
+def test_experts_equal_per_expert_gemms_and_skip_unrouted_ones(fmt, monkeypatch):
+    k = 256
+    parts, w = _parts(fmt, (4,), 48, k)
+    qw = QuantWeight(parts)
+    counts = [5, 0, 3, 0]  # experts 1 and 3 get no rows
+    offsets = torch.tensor(np.cumsum(counts), dtype=torch.int32)
+    x = torch.randn(sum(counts), k, generator=torch.Generator().manual_seed(2))
+    read: list[tuple[int, int]] = []
+    dequant = C.CpuWeight.dequant
+
+    def spy(self, lo, hi, out):
+        read.append((lo, hi))
+        return dequant(self, lo, hi, out)
+
+    monkeypatch.setattr(C.CpuWeight, "dequant", spy)
+    got = qw.grouped_linear(x, offsets)
+    want = torch.cat([F.linear(x[:5], w[0]), F.linear(x[5:], w[2])])
+    _close(got, want)
+    rows = {r for lo, hi in read for r in range(lo, hi)}
+    assert rows == set(range(0, 48)) | set(range(96, 144))  # experts 0 and 2 only
+
+
+def test_cpu_path_never_dequantizes_a_whole_weight(monkeypatch):
+    """Neither the whole-tensor dequantizers nor a tile bigger than TILE_VALUES values run on the CPU path."""
+    parts, w = _ggml_parts("Q4_K", (3,), 64, 512)
+
+    def refuse(*a, **k):
+        raise AssertionError("whole-weight dequantize on the CPU path")
+
+    monkeypatch.setattr(QF, "dequantize", refuse)
+    monkeypatch.setattr("engine.quant.modules.dequantize", refuse)
+    monkeypatch.setattr(C, "TILE_VALUES", 8 * 512)
+    sizes: list[int] = []
+    dequant = C.CpuWeight.dequant
+    monkeypatch.setattr(C.CpuWeight, "dequant", lambda self, lo, hi, out: sizes.append((hi - lo) * 512)
+                        or dequant(self, lo, hi, out))
+    qw = QuantWeight(parts)
+    x = torch.randn(6, 512)
+    offsets = torch.tensor([2, 4, 6], dtype=torch.int32)
+    got = qw.grouped_linear(x, offsets)
+    _close(got, torch.cat([F.linear(x[2 * e:2 * e + 2], w[e]) for e in range(3)]))
+    assert sizes and max(sizes) <= 8 * 512
+
+
+def test_packed_layout_is_no_bigger_than_a_byte_and_a_quarter_per_value():
+    """The repacked Q4_K / Q8_0 weights stay small: codes plus one fp32 scale and bias per 32 values (Q4_K),
+    codes plus an f16 scale per 32 (Q8_0, the file's own size)."""
+    for qtype, limit in (("Q4_K", 0.75), ("Q8_0", 34 / 32)):
+        parts, _ = _ggml_parts(qtype, (2,), 16, 512)
+        packed = C.pack(parts)
+        assert packed.nbytes / (2 * 16 * 512) <= limit
+
+
+def test_packing_leaves_the_stored_bytes_intact():
+    """Packing pages the stored blocks out (they are a file's map when loaded from a GGUF): the bytes read back the
+    same, and the weight still dequantizes to what it did."""
+    parts, w = _ggml_parts("Q6_K", (2,), 64, 512)
+    before = parts.qweight.clone()
+    C.pack(parts)
+    assert torch.equal(parts.qweight, before)
+    assert torch.equal(QF.dequantize(parts), w)
