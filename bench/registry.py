@@ -76,7 +76,7 @@ BENCHES = [
     Bench("plots", "engine", "PNG plots of a bench.run result"),
     Bench("quant", "formats", "int8 / int4 / fp8 weights: bytes, logit error, token agreement"),
     Bench("gguf", "formats", "GGUF: bytes per ggml type, Q4_K_M kernel error, load time, 4090 fit"),
-    Bench("cpu_quant", "formats", "quantized CPU matmuls side by side with llama.cpp", coming="issue 36"),
+    Bench("cpu_quant", "formats", "quantized CPU matmuls side by side with llama.cpp"),
     Bench("service", "service", "editors sharing one engine service: latency, throughput, a killed service"),
     Bench("service_loop", "service", "the service's /health while it processes the largest prompts"),
     Bench("vllm_standin", "service", "the openai backend against a vLLM stand-in: canvas tokens per fill"),
