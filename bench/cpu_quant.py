@@ -48,7 +48,9 @@ QUICK = dict(FULL, hidden_size=256, intermediate_size=512, num_hidden_layers=2, 
 PROMPT_TOKENS = 32
 # llama.cpp's byte-level vocabulary written into the files: ids 0..15 control tokens (pad 0, eos 1, bos 2, unk 3,
 # mask 4), then the 256 byte tokens; the rest are unused tokens up to the model's vocabulary.
-SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"] + [f"<special_{i}>" for i in range(5, 16)]
+# 5..7 the FIM tokens, so our engine finds its prompt format in the file's own vocabulary (the bench feeds ids)
+SPECIALS = (["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"]
+            + [f"<special_{i}>" for i in range(8, 16)])
 
 
 def _byte_tokens() -> list[str]:
@@ -64,12 +66,12 @@ def _byte_tokens() -> list[str]:
     return [chr(table[b]) for b in range(256)]
 
 
-def _writer_with_vocab(vocab: int, file_type: int):
-    """gguf.GGUFWriter that also writes what llama.cpp's loader needs: a gpt2 vocabulary of `vocab` tokens, a mask
-    id, general.file_type (our writer leaves those to the tokenizer.json it is given)."""
+def _writer_with_vocab(vocab: int):
+    """gguf.GGUFWriter that also writes what llama.cpp's loader needs: a gpt2 vocabulary of `vocab` tokens and a mask
+    id (our writer leaves those to the tokenizer.json it is given)."""
     import gguf
 
-    tokens = SPECIALS + _byte_tokens()
+    tokens = SPECIALS + _byte_tokens() + ["ab"]  # "ab": the one merge's result, which BPE needs as a token
     tokens += [f"<unused_{i}>" for i in range(vocab - len(tokens))]
     types = [3] * len(SPECIALS) + [1] * (vocab - len(SPECIALS))
 
@@ -82,8 +84,7 @@ def _writer_with_vocab(vocab: int, file_type: int):
             self.add_token_merges([f"{tokens[16 + ord('a')]} {tokens[16 + ord('b')]}"])
             self.add_uint32("tokenizer.ggml.mask_token_id", 4)
             self.add_uint32("tokenizer.ggml.unknown_token_id", 3)
-            self.add_add_bos_token(True)
-            self.add_file_type(file_type)
+            self.add_add_bos_token(True)  # general.file_type: engine.formats.gguf_write writes it
             return super().write_header_to_file(*a, **k)
 
     return gguf, Writer
@@ -106,16 +107,16 @@ def build_files(root: Path, shape: dict, vocab: int, formats: list[str], canvase
     from engine.formats import gguf_write as W
     from engine.testing.tiny import build_tiny_checkpoint
 
-    rules = {"F32": ("F32", 0), "Q8_0": ("Q8_0", 7), "Q4_K_M": (W.q4_k_m_type, 15)}
+    rules = {"F32": "F32", "Q8_0": "Q8_0", "Q4_K_M": W.q4_k_m_type}
     src = root / "hf"
     if not (src / "model.safetensors").is_file():
         build_tiny_checkpoint(src, shape, canvas_length=canvases[0], seed=0, with_tokenizer=False, vocab_size=vocab)
     out: dict[str, dict[int, Path]] = {}
     for fmt in formats:
-        rule, ftype = rules[fmt]
+        rule = rules[fmt]
         base = root / f"{fmt}-c{canvases[0]}.gguf"
         if not base.is_file():
-            gguf, writer = _writer_with_vocab(vocab, ftype)
+            gguf, writer = _writer_with_vocab(vocab)
             plain, gguf.GGUFWriter = gguf.GGUFWriter, writer
             try:
                 W.write_gguf(src, base.with_suffix(".tmp"), rule, canvas_length=canvases[0], tokenizer=False)
