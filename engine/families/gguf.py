@@ -12,9 +12,9 @@ serve is refused by name (GGUFError / ConfigError, one line)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.config import ConfigError
 from engine.formats import gguf
@@ -22,7 +22,8 @@ from engine.formats.gguf_mdm import ARCHES, open_mdm
 
 if TYPE_CHECKING:
     from engine.families.contract import Family, MaskFamily
-    from engine.families.mask_engine import MaskEngine
+
+E = TypeVar("E")  # the engine class (engine.families.mask_engine.MaskEngine, which calls this module)
 
 GGUF_SOURCE = gguf.SOURCE  # "gguf metadata": where the mask and eos ids were read
 
@@ -74,11 +75,11 @@ def _tokenizer(path: Path, fields: Mapping[str, Any], where: str) -> tuple[Any, 
     return tokenizer_from_fields(dict(fields), where), gguf.TOKENIZER_SOURCE
 
 
-def load_gguf(cls: type[MaskEngine], family: MaskFamily, path: Path, *, device: Any = "auto", dtype: Any = "auto",
+def load_gguf(cls: Callable[..., E], family: MaskFamily, path: Path, *, device: Any = "auto", dtype: Any = "auto",
               prompt_format: str = "auto", sampler: Mapping[str, Any] | None = None,
-              weights: str = "auto") -> MaskEngine:
+              weights: str = "auto") -> E:
     """`MaskEngine.load` for a dream / llada GGUF file (see the module docstring)."""
-    from engine.engine import resolve_device, resolve_dtype
+    from engine.base import resolve_device, resolve_dtype
     from engine.families.checkpoint import FamilyCheckpoint, load_dense, resolve_settings
     from engine.prompts.mask import MaskInfillFormat
 

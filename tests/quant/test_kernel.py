@@ -35,14 +35,18 @@ def test_block_table_covers_every_row_once():
 
 
 @pytest.mark.parametrize("name", [name for name, *_ in SHAPES])
-def test_cpu_grouped_path_matches_the_oracle_without_a_host_sync(name):
-    """QuantWeight's torch path (no Triton on a CPU): one grouped GEMM over the dequantized stack, empty experts and
-    partial int4 groups included, with no host read of the offsets."""
+def test_torch_grouped_path_matches_the_oracle_without_a_host_sync(name, monkeypatch):
+    """QuantWeight's device-generic torch path (what a GPU serves when its Triton kernel fails the self-check at
+    load): one grouped GEMM over the dequantized stack, empty experts and partial int4 groups included, with no host
+    read of the offsets. Run on CPU with engine.quant.cpu_matmul off: the CPU's own tiled path reads which experts
+    were routed on the host, where that costs no device sync (tests/quant/test_cpu_quant.py checks its values)."""
     from engine.kernels.reference import moe_quant_reference
+    from engine.quant import cpu_matmul
     from engine.quant.kernel_check import _parts
     from engine.quant.modules import QuantWeight
     from engine.tools.profiling import count_ops
 
+    monkeypatch.setattr(cpu_matmul, "ENABLED", False)
     inputs = cases(seed=5)
     p, x, offsets = _parts(inputs, name), inputs[f"{name}.x"], inputs[f"{name}.offsets"]
     with count_ops() as c:
