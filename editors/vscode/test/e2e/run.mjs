@@ -521,7 +521,8 @@ async function withheldThenApplyAnyway(page, ctx) {
     await page.keyboard.press("ArrowDown");
     await page.keyboard.press("End");
     await runCommand(page, "Dg: Fill Hole");
-    const toast = page.locator(".notifications-toasts .notification-list-item", { hasText: "withheld" });
+    // the extension's own toast (it carries the button); the server also says it in a message of its own
+    const toast = page.locator(".notifications-toasts .notification-list-item", { hasText: "Dg: fill withheld" });
     await toast.first().waitFor({ timeout: FILL_TIMEOUT });
     const text = await toast.first().textContent();
     if (!/Dg: fill withheld: confidence 0\.\d\d is below minConfidence 1\.00/.test(text)) throw new Error(`unclear: ${text}`);
