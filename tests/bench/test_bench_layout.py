@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.registry import BENCHES, GROUPS, HELPERS, present
+from tests.import_cycles import cycles
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -51,24 +52,6 @@ def bench_imports(path: Path, known: set[str]) -> set[str]:
             if name and name != f"bench.{path.stem}":
                 out.add(name)
     return out
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    found, state = [], {}  # state: 1 on the current path, 2 done
-
-    def visit(n: str, path: list[str]) -> None:
-        state[n] = 1
-        for m in sorted(graph[n]):
-            if state.get(m) == 1:
-                found.append(path[path.index(m):] + [m])
-            elif m not in state:
-                visit(m, path + [m])
-        state[n] = 2
-
-    for n in sorted(graph):
-        if n not in state:
-            visit(n, [n])
-    return found
 
 
 def test_no_bench_module_imports_one_that_imports_it_back():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.import_cycles import cycles
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "engine"
 
@@ -42,18 +44,5 @@ def engine_imports(path: Path, known: set[str]) -> set[str]:
 def test_no_engine_module_imports_one_that_imports_it_back():
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {m: engine_imports(p, set(paths)) for m, p in paths.items()}
-    cycles, state = [], {}  # state: 1 on the current path, 2 done
-
-    def visit(n: str, path: list[str]) -> None:
-        state[n] = 1
-        for m in sorted(graph[n]):
-            if state.get(m) == 1:
-                cycles.append(path[path.index(m):] + [m])
-            elif m not in state:
-                visit(m, path + [m])
-        state[n] = 2
-
-    for n in sorted(graph):
-        if n not in state:
-            visit(n, [n])
-    assert not cycles, cycles
+    found = cycles(graph)
+    assert not found, found
