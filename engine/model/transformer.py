@@ -217,6 +217,8 @@ class DiffusionGemmaText(nn.Module):
     # -- helpers -------------------------------------------------------------------------------------------------
     def embed(self, ids: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
         w = self.embed_tokens if table is None else table
+        if isinstance(w, nn.Module):  # a table kept packed (engine.quant.modules.QuantTable)
+            return w.lookup(ids) * torch.tensor(self.embed_scale, dtype=w.dtype)
         return F.embedding(ids, w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
     def rope_tables(self, start: int, count: int, device: torch.device,
@@ -281,6 +283,8 @@ class DiffusionGemmaText(nn.Module):
     def soft_embedding(self, probs: torch.Tensor) -> torch.Tensor:
         """probs (B, C, V) softmax of the previous step's processed logits -> (B, C, H)."""
         w = self.embed_tokens
+        if isinstance(w, nn.Module):
+            return w.mix(probs) * torch.tensor(self.embed_scale, dtype=w.dtype)
         return (probs.to(w.dtype) @ w) * torch.tensor(self.embed_scale, dtype=w.dtype)
 
     def decode_step(self, canvas: torch.Tensor, soft: torch.Tensor, kv: DecodeKV) -> torch.Tensor:
@@ -301,6 +305,8 @@ class DiffusionGemmaText(nn.Module):
             x = layer(x, h, cos, sin, kv.keys[i], kv.values[i], kv.masks[i], decoder=True, q=q)
         x = rms_norm(x, self.norm, self.cfg.rms_norm_eps)
         head = self.lm_head if self.lm_head is not None else self.embed_tokens
+        if isinstance(head, nn.Module):
+            return head.head(x)
         v, n = head.shape[0], self.head_chunk
         if n is None or v <= n:
             return F.linear(x, head)

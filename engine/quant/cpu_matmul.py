@@ -26,9 +26,13 @@ import torch
 
 from engine.formats import gguf_quants as GQ
 from engine.quant.formats import QuantParts
+from engine.quant.native import ops as native
 
 # False: the whole-weight path (dequantize, then torch's dense GEMM), for `python -m bench.cpu_quant`'s before figure
 ENABLED = True
+# Rows of x up to which a natively read weight is multiplied row by row in cache (`native.qmatmul`); above, its
+# dequantized tiles go through torch's GEMM (`python /tmp` microbench: fused faster up to ~32 rows on AVX2)
+FUSED_ROWS = 32
 # Values dequantized per tile: 256K fp32 values = 1 MB, which stays in a core's L2/L3 beside the activations.
 TILE_VALUES = 1 << 18
 
@@ -44,6 +48,7 @@ class CpuWeight:
     group: int
     nibbles: str = ""  # "" | "k" (K-quant order: low nibbles elems 0..15 of a group, high 16..31) | "int4"
     zero: torch.Tensor | None = None  # int4: (R, K // group) uint8 zero points
+    ggml: str = ""  # a ggml type: q is the stored rows (R, row_bytes) uint8, dequantized natively (no scale/bias)
 
     @property
     def rows(self) -> int:
@@ -61,6 +66,8 @@ class CpuWeight:
     def dequant(self, lo: int, hi: int, out: torch.Tensor) -> torch.Tensor:
         """Rows lo:hi as fp32 (hi - lo, K), written into `out` (a buffer of at least that many rows)."""
         n, k, g = hi - lo, self.k, self.group
+        if self.ggml:
+            return native.dequant_rows(self.ggml, self.q, lo, hi, k, out)
         buf = out[:n]
         if self.nibbles == "int4":
             groups = self.scale.shape[-1]
@@ -98,6 +105,9 @@ class CpuWeight:
         """x (M, K) fp32 -> (M, hi - lo): x times rows lo:hi of the weight, transposed, tile by tile (x @ tile.T,
         the orientation of F.linear), written into `out` if given."""
         m, n = x.shape[0], hi - lo
+        if self.ggml and m <= FUSED_ROWS and self.k % 8 == 0:
+            y = torch.empty(m, n, dtype=torch.float32) if out is None else out
+            return native.qmatmul(self.ggml, self.q, lo, hi, self.k, x.contiguous(), y)
         step = max(1, min(n, TILE_VALUES // self.k))
         buf = torch.empty(step, self.k, dtype=torch.float32)
         y = torch.empty(m, n, dtype=torch.float32) if out is None else out
@@ -165,6 +175,8 @@ def pack(p: QuantParts) -> CpuWeight:
         qtype = p.fmt.removeprefix("gguf:")
         block, size = GQ.BLOCKS[qtype]
         raw = p.qweight.reshape(-1, p.qweight.shape[-1])
+        if native.available(qtype):  # the stored rows, read in place (no copy)
+            return CpuWeight(tuple(p.shape), raw, raw.new_empty(0), None, block, ggml=qtype)
         rows = raw.shape[0]
         qs, scales, biases = [], [], []
         step = max(1, GQ.CHUNK_VALUES // k)
@@ -194,6 +206,19 @@ def linear(x: torch.Tensor, w: CpuWeight) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1]).float()
     y = w.matmul_rows(flat, 0, w.rows)
     return y.view(*x.shape[:-1], -1).to(x.dtype)
+
+
+def mix(p: torch.Tensor, w: CpuWeight) -> torch.Tensor:
+    """p (..., R) @ W (R, K) -> (..., K) fp32 for a 2D weight: a weighted sum of its rows (self-conditioning's
+    soft embedding through a quantized table), tile by tile."""
+    flat = p.reshape(-1, p.shape[-1]).float()
+    step = max(1, min(w.rows, TILE_VALUES // w.k))
+    buf = torch.empty(step, w.k, dtype=torch.float32)
+    out = torch.zeros(flat.shape[0], w.k, dtype=torch.float32)
+    for r in range(0, w.rows, step):
+        r2 = min(r + step, w.rows)
+        out.addmm_(flat[:, r:r2], w.dequant(r, r2, buf))
+    return out.view(*p.shape[:-1], w.k)
 
 
 def grouped_linear(x: torch.Tensor, w: CpuWeight, offsets: torch.Tensor) -> torch.Tensor:

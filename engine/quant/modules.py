@@ -19,9 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.formats.gguf_quants import dequantize as dequantize_ggml
 from engine.model.moe import grouped_linear
 from engine.quant import cpu_matmul
 from engine.quant.formats import QuantParts, dequantize, fake_quant_fp8_per_token
+from engine.quant.native import ops as native_ops
 
 # Our state-dict keys that are quantized (everything else stays in the compute dtype: embeddings / LM head, norms,
 # router, per-expert scales, layer scalars). `enc_layers.*`: the layers of a separate encoder (untied checkpoints).
@@ -29,6 +31,8 @@ LINEAR_TARGETS = re.compile(
     r"^((enc_)?layers\.\d+\.self_attn\.[qkvo]_proj|(enc_)?layers\.\d+\.mlp\.(gate|up|down)_proj"
     r"|self_conditioning\.mlp\.(gate|up|down)_proj)\.weight$")
 EXPERT_TARGETS = re.compile(r"^(enc_)?layers\.\d+\.moe\.(gate_up_proj|down_proj)$")
+# The tied embedding: kept packed only where a plan says so (a GGUF's quantized table on a CPU: `QuantTable`)
+TABLE = "embed_tokens"
 
 
 def is_target(key: str) -> bool:
@@ -115,6 +119,43 @@ class QuantLinear(QuantWeight):
         return y + self.bias if self.bias is not None else y
 
 
+class QuantTable(QuantWeight):
+    """A tied embedding table (V, H) kept packed on a CPU (a GGUF's quantized `token_embd`): the lookup dequantizes
+    only the looked-up rows, the LM head (x @ W.T) and self-conditioning's soft embedding (probs @ W) run tile by
+    tile through `engine.quant.cpu_matmul`. Reads like the dense table where the model asks for its dtype, device
+    or shape."""
+
+    def __init__(self, parts: QuantParts, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__(parts)
+        self.compute_dtype = dtype
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.compute_dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.qweight.device
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (...) -> (..., H): the rows, dequantized (the same values as the whole table's)."""
+        w = self.cpu_weight()
+        if w.ggml:
+            rows = native_ops.gather(w.ggml, w.q, ids, w.k)
+        else:  # the torch dequantizer on the looked-up stored rows
+            raw = self.qweight.reshape(self.shape[0], -1)
+            rows = dequantize_ggml(raw[ids.reshape(-1)], self.fmt.removeprefix("gguf:"), w.k).view(*ids.shape, w.k)
+        return rows.to(self.compute_dtype)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., H) -> (..., V): the tied LM head."""
+        return self.linear(x)
+
+    def mix(self, probs: torch.Tensor) -> torch.Tensor:
+        """probs (..., V) -> (..., H): the probability-weighted sum of the rows."""
+        return cpu_matmul.mix(probs, self.cpu_weight()).to(self.compute_dtype)
+
+
 def empty_parts(shape: tuple[int, ...], fmt: str, device: torch.device | str, *, symmetric: bool,
                 group_size: int, act_dynamic: bool = False) -> QuantParts:
     """Uninitialised QuantParts of a format (on the meta device: placeholders the loader assigns into)."""
@@ -131,7 +172,7 @@ def empty_parts(shape: tuple[int, ...], fmt: str, device: torch.device | str, *,
     return QuantParts(fmt, tuple(shape), q, scale, zero, group_size, act_dynamic)
 
 
-def swap_in(model: nn.Module, formats: dict[str, QuantParts]) -> None:
+def swap_in(model: nn.Module, formats: dict[str, QuantParts], dtype: torch.dtype = torch.float32) -> None:
     """Replace each target named in `formats` (our state-dict key -> parts, or placeholder parts on meta) by its
     quantized module: nn.Linear -> QuantLinear, an expert nn.Parameter -> QuantWeight."""
     for key, parts in formats.items():
@@ -139,8 +180,10 @@ def swap_in(model: nn.Module, formats: dict[str, QuantParts]) -> None:
         parent_name, _, attr = path.rpartition(".")
         parent = model.get_submodule(parent_name)
         old = getattr(parent, attr)
-        if isinstance(old, nn.Linear):
-            new: nn.Module = QuantLinear(parts, old.bias)
+        if key == TABLE:
+            new: nn.Module = QuantTable(parts, dtype)
+        elif isinstance(old, nn.Linear):
+            new = QuantLinear(parts, old.bias)
         else:
             new = QuantWeight(parts)
         delattr(parent, attr)

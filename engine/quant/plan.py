@@ -19,7 +19,8 @@ from engine.model.transformer import map_name
 from engine.quant import memory
 from engine.quant.checkpoint import fp8_dynamic_scheme, quantization_config
 from engine.quant.formats import INT4_GROUP, INT4_SYMMETRIC, QUANTIZED, QuantParts, dequantize, quantize
-from engine.quant.modules import is_target, module_path, swap_in
+from engine.quant.modules import TABLE, is_target, module_path, swap_in
+from engine.quant.native import ops as native_ops
 
 WEIGHTS = ("auto", "bf16", "int8", "int4", "fp8")
 
@@ -48,6 +49,8 @@ class WeightPlan:
             same = value.fmt == self.fmt or (self.fmt == "gguf" and value.fmt.startswith("gguf:"))
             if same and is_target(key):  # a checkpoint served in its own format: the stored bytes, unchanged
                 return self._entries(key, value.to(self.device))
+            if same and key == TABLE and packed_table(value, self.device):  # the tied table, read in place
+                return self._entries(key, value)
             # dequantized on the device, in the compute dtype (one tensor at a time)
             value = dequantize(value.to(self.device), self.dtype)
         if not quant:
@@ -87,7 +90,16 @@ class WeightPlan:
 
     def finish(self, model: nn.Module) -> None:
         """Swap the quantized modules into the (meta) model before its state dict is assigned."""
-        swap_in(model, self.parts)
+        swap_in(model, self.parts, self.dtype)
+
+
+def packed_table(parts: QuantParts, device: torch.device) -> bool:
+    """Whether a GGUF's embedding table stays packed (`engine.quant.modules.QuantTable`): a quantized ggml type, on a
+    CPU, where the native kernels read it (its head and soft embedding then cost about what the dense table's do,
+    at a fraction of the memory: the dense table is ~4x a Q8_0 one, ~6x a Q6_K one)."""
+    qtype = parts.fmt.removeprefix("gguf:")
+    return (device.type == "cpu" and parts.fmt.startswith("gguf:") and qtype not in ("F32", "F16", "BF16")
+            and native_ops.available(qtype))
 
 
 def _same(a: QuantParts, b: QuantParts) -> bool:
@@ -126,16 +138,19 @@ def own_format(path: Path) -> str | None:
     return "fp8"
 
 
-def gguf_weight_bytes(path: str | Path, compute_bytes: int) -> int:
+def gguf_weight_bytes(path: str | Path, compute_bytes: int, device: torch.device | str = "cuda") -> int:
     """Bytes of a GGUF checkpoint's weights served packed (weights=auto, see `WeightPlan.convert`): quantized targets
-    as stored, every other tensor in the compute dtype."""
+    as stored (on a CPU with the native kernels, the embedding table too), every other tensor in the compute
+    dtype."""
+    cpu_table = torch.device(device).type == "cpu" and native_ops.available("Q8_0")
     total = 0
     for name, t in gguf.open_gguf(path).tensors.items():
         if name in gguf.IGNORED:
             continue
         hf = gguf.hf_name(name)
         key = map_name(hf) if hf else None
-        packed = t.qtype not in ("F32", "F16", "BF16") and key is not None and is_target(key)
+        packed = t.qtype not in ("F32", "F16", "BF16") and key is not None and (
+            is_target(key) or (key == TABLE and cpu_table))
         total += t.nbytes if packed else math.prod(t.shape) * compute_bytes
     return total
 
@@ -171,7 +186,7 @@ def resolve(weights: str, path: Path, cfg: TextConfig, device: torch.device, dty
     if own == "gguf":
         if weights == "auto":  # the blocks stay packed, dequantized per matmul
             overhead = memory.overhead_bytes(device)
-            fit = memory.Fit("gguf", gguf_weight_bytes(path, dtype.itemsize),
+            fit = memory.Fit("gguf", gguf_weight_bytes(path, dtype.itemsize, device),
                              memory.reserve_bytes(cfg, dtype.itemsize, context_tokens, overhead=overhead), free)
             if not fit.fits:
                 raise memory.FitError(gguf_fit_message(path, cfg, fit, dtype.itemsize, context_tokens))

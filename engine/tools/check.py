@@ -64,7 +64,7 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
         out["checkpoint"]["tokenizer"] = _tokenizer_source(eng)
         memory = eng.memory_report()
         if out["checkpoint"]["format"] == "gguf" and "architecture" not in out["checkpoint"]:
-            packed = gguf_weight_bytes(model, eng.dtype.itemsize)
+            packed = gguf_weight_bytes(model, eng.dtype.itemsize, eng.device)
             memory["bytes"]["gguf"] = packed
             memory["lines"].insert(0, f"weights gguf (blocks kept packed, weights=auto): {packed / 1e9:.2f} GB")
         out.update(model=str(eng.path), device=str(eng.device), dtype=str(eng.dtype).removeprefix("torch."),

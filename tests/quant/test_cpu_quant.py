@@ -1,7 +1,9 @@
 """CPU matmuls on quantized weights (engine.quant.cpu_matmul): every format the engine loads gives, tile by tile,
 the outputs of its whole dequantized weight (F.linear / per-expert GEMM on the same fp32 values) up to fp32
-summation order (the tiles hold the very values: tests/quant/test_gguf.py's 1e-5 parity holds on them), never
-expands a whole weight or expert stack, and reads only the experts the router picked."""
+summation order (the tiles hold the very values: tests/quant/test_gguf.py's parity holds on them), never
+expands a whole weight or expert stack, and reads only the experts the router picked. ggml weights run each way
+(`way`): natively, row by row against few rows of x ("fused"), natively in tiles through torch's GEMM ("tiles"), and
+repacked for torch where the native library is off ("torch", DG_NATIVE=0)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from engine.quant import cpu_matmul as C
 from engine.quant import formats as QF
 from engine.quant.formats import QuantParts, quantize
 from engine.quant.modules import QuantLinear, QuantWeight
+from engine.quant.native import build
+from engine.quant.native import ops as native
 
 GGML = ["Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 
@@ -38,12 +42,45 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> None:
     assert got.shape == want.shape and float((got - want).abs().max()) <= 1e-6 * float(want.abs().max())
 
 
+@pytest.fixture(params=["fused", "tiles", "torch"])
+def way(request, monkeypatch):
+    """How a ggml weight is multiplied (see the module docstring); the library's state comes back after."""
+    monkeypatch.setattr(build, "_state", {})
+    if request.param == "torch":
+        monkeypatch.setenv("DG_NATIVE", "0")
+    elif request.param == "tiles":
+        monkeypatch.setattr(C, "FUSED_ROWS", 0)
+    if request.param != "torch" and build.load() is None:
+        pytest.skip(f"the native library does not build here: {build.reason()}")
+    return request.param
+
+
+def _spy_rows(monkeypatch) -> list[tuple[int, int]]:
+    """(lo, hi) of every run of weight rows read, whichever way (tiles, or the native row-by-row product)."""
+    read: list[tuple[int, int]] = []
+    dequant, qmatmul = C.CpuWeight.dequant, native.qmatmul
+
+    def spy(self, lo, hi, out):
+        read.append((lo, hi))
+        return dequant(self, lo, hi, out)
+
+    def spy_q(qtype, raw, lo, hi, *a, **k):
+        read.append((lo, hi))
+        return qmatmul(qtype, raw, lo, hi, *a, **k)
+
+    monkeypatch.setattr(C.CpuWeight, "dequant", spy)
+    monkeypatch.setattr(native, "qmatmul", spy_q)
+    return read
+
+
 def _parts(fmt: str, lead: tuple[int, ...], n: int, k: int) -> tuple[QuantParts, torch.Tensor]:
     return _ggml_parts(fmt, lead, n, k) if fmt in GGML else _engine_parts(fmt, lead, n, k)
 
 
 @pytest.mark.parametrize("fmt", [*GGML, "int8", "int4", "fp8"])
-def test_linear_equals_the_dequantized_weight(fmt, monkeypatch):
+def test_linear_equals_the_dequantized_weight(fmt, way, monkeypatch):
+    if fmt not in GGML and way != "torch":
+        pytest.skip("int8 / int4 / fp8 have the torch way only")
     k = 512 if fmt in GGML else 300  # 300: int4's last group of 128 is short
     parts, w = _parts(fmt, (), 70, k)
     monkeypatch.setattr(C, "TILE_VALUES", 16 * k)  # several tiles, the last one short
@@ -54,21 +91,16 @@ def test_linear_equals_the_dequantized_weight(fmt, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", ["Q8_0", "Q4_K", "Q6_K", "int4"])
-def test_experts_equal_per_expert_gemms_and_skip_unrouted_ones(fmt, monkeypatch):
+def test_experts_equal_per_expert_gemms_and_skip_unrouted_ones(fmt, way, monkeypatch):
+    if fmt == "int4" and way != "torch":
+        pytest.skip("int4 has the torch way only")
     k = 256
     parts, w = _parts(fmt, (4,), 48, k)
     qw = QuantWeight(parts)
     counts = [5, 0, 3, 0]  # experts 1 and 3 get no rows
     offsets = torch.tensor(np.cumsum(counts), dtype=torch.int32)
     x = torch.randn(sum(counts), k, generator=torch.Generator().manual_seed(2))
-    read: list[tuple[int, int]] = []
-    dequant = C.CpuWeight.dequant
-
-    def spy(self, lo, hi, out):
-        read.append((lo, hi))
-        return dequant(self, lo, hi, out)
-
-    monkeypatch.setattr(C.CpuWeight, "dequant", spy)
+    read = _spy_rows(monkeypatch)
     got = qw.grouped_linear(x, offsets)
     want = torch.cat([F.linear(x[:5], w[0]), F.linear(x[5:], w[2])])
     _close(got, want)
@@ -76,8 +108,9 @@ def test_experts_equal_per_expert_gemms_and_skip_unrouted_ones(fmt, monkeypatch)
     assert rows == set(range(0, 48)) | set(range(96, 144))  # experts 0 and 2 only
 
 
-def test_cpu_path_never_dequantizes_a_whole_weight(monkeypatch):
-    """Neither the whole-tensor dequantizers nor a tile bigger than TILE_VALUES values run on the CPU path."""
+def test_cpu_path_never_dequantizes_a_whole_weight(way, monkeypatch):
+    """Neither the whole-tensor dequantizers nor a tile bigger than TILE_VALUES values run on the CPU path (the
+    native row-by-row product holds 4 rows at a time)."""
     parts, w = _ggml_parts("Q4_K", (3,), 64, 512)
 
     def refuse(*a, **k):
@@ -86,16 +119,15 @@ def test_cpu_path_never_dequantizes_a_whole_weight(monkeypatch):
     monkeypatch.setattr(QF, "dequantize", refuse)
     monkeypatch.setattr("engine.quant.modules.dequantize", refuse)
     monkeypatch.setattr(C, "TILE_VALUES", 8 * 512)
-    sizes: list[int] = []
-    dequant = C.CpuWeight.dequant
-    monkeypatch.setattr(C.CpuWeight, "dequant", lambda self, lo, hi, out: sizes.append((hi - lo) * 512)
-                        or dequant(self, lo, hi, out))
+    read = _spy_rows(monkeypatch)
     qw = QuantWeight(parts)
     x = torch.randn(6, 512)
     offsets = torch.tensor([2, 4, 6], dtype=torch.int32)
     got = qw.grouped_linear(x, offsets)
     _close(got, torch.cat([F.linear(x[2 * e:2 * e + 2], w[e]) for e in range(3)]))
-    assert sizes and max(sizes) <= 8 * 512
+    assert read
+    if way != "fused":
+        assert max(hi - lo for lo, hi in read) * 512 <= 8 * 512
 
 
 def test_packed_layout_is_no_bigger_than_a_byte_and_a_quarter_per_value():

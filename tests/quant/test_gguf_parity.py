@@ -17,6 +17,7 @@ from transformers import DiffusionGemmaForBlockDiffusion
 from engine.engine import Engine
 from engine.formats import gguf_write as W
 from engine.model.kv_cache import KVCache
+from engine.quant.native import build
 from engine.testing.gguf_twin import gguf_twin
 from engine.testing.tiny import build_tiny_checkpoint, generated_ids, logit_diff
 
@@ -35,7 +36,12 @@ def _logits(eng, ctx, canvas, sc):
 
 
 @pytest.mark.parametrize("rule", ["F32", "Q8_0"])
-def test_gguf_computes_the_bits_of_its_safetensors_twin(src, tmp_path, rule):
+def test_gguf_computes_the_bits_of_its_safetensors_twin(src, tmp_path, rule, monkeypatch):
+    """Bit for bit on the torch path (DG_NATIVE=0: a Q8_0 file's tiles hold the twin's values and go through the
+    same GEMMs); the native path's row-by-row products differ in summation order only
+    (tests/quant/test_gguf.py, tests/quant/test_native.py)."""
+    monkeypatch.setenv("DG_NATIVE", "0")
+    monkeypatch.setattr(build, "_state", {})
     path = W.write_gguf(src, tmp_path / f"{rule}.gguf", rule)
     twin = gguf_twin(path, src, tmp_path / "twin")
     eng = Engine.from_pretrained(path, device="cpu", dtype="float32")  # Q8_0: blocks kept packed (weights=auto)
