@@ -216,9 +216,12 @@ def withheld(ls: CommandSession, snap: Snapshot, start: int, end: int, rewrite: 
     gate = ls.min_confidence()
     ls.withheld[snap.uri] = (snap.identity, start, end, rewrite, confidence)
     what = "rewrite" if rewrite else "fill"
-    ls.client.show_message(T.MessageType.Info, (
-        f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply it "
-        f"anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here."))
+    message = (f"dg-lsp: {what} withheld: confidence {confidence:.2f} is below minConfidence {gate:.2f}. To apply "
+               f"it anyway, run the code action \"{'Rewrite selection' if rewrite else 'Fill hole'} anyway\" here.")
+    # one message, the demo model's first-time notice in it: an editor shows at most 3 notifications that arrive
+    # together (its progress, this, and the extension's "Apply anyway" offer), and drops the rest
+    notice = ls.demo_gate_notice()
+    ls.client.show_message(T.MessageType.Info, message if notice is None else f"{message} {notice}")
     # the document it was computed for: a client that resends the command with force adds these, so an "apply
     # anyway" after an edit or a reopen is refused ("document changed") instead of landing at stale positions
     return {**result, "confidence": round(confidence, 4), "minConfidence": gate, "version": snap.version,

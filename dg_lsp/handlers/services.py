@@ -114,6 +114,9 @@ class CommandSession(Documents, Editor, Fills, Protocol):
 
     def min_confidence(self) -> float: ...
 
+    def demo_gate_notice(self) -> str | None:
+        """The demo model's once-per-session notice about its gate, the first time it is due (else None)."""
+
     async def fresh_snapshot(self, snap: Snapshot) -> Snapshot:
         """`snap` with its tree reparsed, within a bound (for a command)."""
 

@@ -1,5 +1,7 @@
 """An editor's first session on the shipped demo model says once, plainly, that its fills are held back by the
-confidence gate and how to see them (window/showMessage, Info); another checkpoint's withheld fills do not."""
+confidence gate and how to see them (window/showMessage, Info); another checkpoint's withheld fills do not. A withheld
+command says it all in one message: VS Code drops the fourth notification of a burst (more than 3 within 800 ms), and
+the fourth was the extension's "Apply anyway" offer (its e2e scenario "withheld")."""
 
 from __future__ import annotations
 
@@ -27,6 +29,11 @@ async def withheld_fills(client, uri: str) -> int:
 
 def notices(client) -> list[T.ShowMessageParams]:
     return [m for m in client.messages if "demo model" in m.message]
+
+
+def fill_hole(uri: str, line: int, char: int) -> T.ExecuteCommandParams:
+    return T.ExecuteCommandParams(command="dg.fillHole", arguments=[
+        {"textDocument": {"uri": uri}, "position": {"line": line, "character": char}}])
 
 
 @pytest.mark.asyncio
@@ -58,3 +65,28 @@ async def test_another_checkpoints_withheld_fills_bring_no_demo_notice(tmp_path,
     finally:
         await stop_server(client)
 
+
+
+@pytest.mark.asyncio
+async def test_a_withheld_fill_hole_on_the_demo_model_is_one_message_with_the_notice_in_it(tmp_path):
+    # the e2e scenario's file and cursor; a gate of 1 withholds every fill
+    client = await start_server(None, {"debounceMs": 0, "minConfidence": 1})
+    try:
+        uri = (tmp_path / "gate.py").as_uri()
+        open_doc(client, uri, "def square(x):\n    \n\n\nprint(square(3))\n", language_id="python")
+        before = len(client.messages)
+        result = await client.workspace_execute_command_async(fill_hole(uri, 1, 4))
+        # what the extension reads to offer "Apply anyway" (editors/vscode/src/requests.ts parseCommandResult)
+        assert result["applied"] is False and result["reason"] == "low confidence", result
+        assert 0.0 <= result["confidence"] < 1.0 and result["minConfidence"] == 1.0, result
+        assert isinstance(result["version"], int) and isinstance(result["documentOpen"], int), result
+        # the server's messages come before its answer: with the editor's progress and the extension's offer, 3
+        (said,) = client.messages[before:]
+        assert said.message.startswith("dg-lsp: fill withheld: confidence"), said.message
+        assert "Fill hole anyway" in said.message and "demo model" in said.message and "modelPath" in said.message
+        # once: the next withheld command's message is the plain one
+        await client.workspace_execute_command_async(fill_hole(uri, 1, 4))
+        (again,) = client.messages[before + 1:]
+        assert "withheld" in again.message and "demo model" not in again.message, again.message
+    finally:
+        await stop_server(client)
