@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -139,15 +141,25 @@ from safetensors.torch import save_file
 from engine.engine import Engine
 from engine.model.transformer import KVCache
 from engine.quant import cpu_matmul
+from engine.quant.native import build
 def status():
     with open('/proc/self/status') as f:
         keys = ('VmRSS', 'VmHWM', 'RssAnon', 'RssFile')
-        return {l.split(':')[0]: int(l.split()[1]) * 1024 for l in f if l.split(':')[0] in keys}
+        out = {l.split(':')[0]: int(l.split()[1]) * 1024 for l in f if l.split(':')[0] in keys}
+    mapped, inside = 0, False  # resident pages of the GGUF file's own mappings (its weights, read in place)
+    with open('/proc/self/smaps') as f:
+        for l in f:
+            if l[0] in '0123456789abcdef' and '-' in l.split()[0]:
+                inside = l.rstrip().endswith(sys.argv[1])
+            elif inside and l.startswith('Rss:'):
+                mapped += int(l.split()[1]) * 1024
+    out['FileMapped'] = mapped
+    return out
 base = status()
 eng = Engine.from_pretrained(sys.argv[1], device='cpu', dtype='float32')
 g = torch.Generator().manual_seed(0)
 ids = torch.randint(16, eng.vocab_size, (PROMPT,), generator=g).tolist()
-print(json.dumps({'ready': True, 'mem': status(), 'base': base}), flush=True)
+print(json.dumps({'ready': True, 'mem': status(), 'base': base, 'native': build.reason() or 'on'}), flush=True)
 for line in sys.stdin:
     req = json.loads(line)
     if req.get('logits'):
@@ -172,8 +184,8 @@ for line in sys.stdin:
 
 
 class Ours:
-    def __init__(self, path: Path) -> None:
-        env = checkout_env(OMP_NUM_THREADS="2")
+    def __init__(self, path: Path, native: bool = True) -> None:
+        env = checkout_env(OMP_NUM_THREADS="2", **({} if native else {"DG_NATIVE": "0"}))
         self.proc = subprocess.Popen([sys.executable, "-c", _OURS, str(path)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
         self.ready = self._read()
@@ -245,23 +257,30 @@ def load_avg() -> float:
 
 
 def logit_errors(files: dict, canvas: int, root: Path) -> dict:
-    """max |logits - F32's| / max |F32's| on one prompt and a random 32-token canvas (our engine on each file)."""
+    """Our logits on each file against the F32 file's (max |a - b| / max |b|, one prompt and a random 32-token
+    canvas): `vs_f32` on the native path (what serves), `exact_vs_f32` on the torch path (DG_NATIVE=0: the format's
+    reference dequantization through dense fp32 GEMMs, i.e. the format's own error), `vs_exact` between the two
+    (what the native kernels add: fp32 summation order)."""
     from safetensors.torch import load_file
 
     if "F32" not in files:
         return {}
-    out: dict[str, float] = {}
     logits = {}
     for fmt, by_canvas in files.items():
-        ours = Ours(by_canvas[canvas])
-        ours.ask(logits=str(root / f"logits-{fmt}.safetensors"))
-        ours.close()
-        logits[fmt] = load_file(str(root / f"logits-{fmt}.safetensors"))["logits"]
-    ref = logits["F32"]
-    for fmt, got in logits.items():
-        if fmt != "F32":
-            out[fmt] = round(float((got - ref).abs().max() / ref.abs().max()), 6)
-    return out
+        for native in (True, False) if fmt != "F32" else (True,):
+            ours = Ours(by_canvas[canvas], native=native)
+            out = root / f"logits-{fmt}-{native}.safetensors"
+            ours.ask(logits=str(out))
+            ours.close()
+            logits[fmt, native] = load_file(str(out))["logits"]
+    ref = logits["F32", True]
+
+    def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+        return round(float((a - b).abs().max() / b.abs().max()), 7)
+
+    return {fmt: {"vs_f32": rel(logits[fmt, True], ref), "exact_vs_f32": rel(logits[fmt, False], ref),
+                  "vs_exact": rel(logits[fmt, True], logits[fmt, False])}
+            for fmt in files if fmt != "F32"}
 
 
 def main() -> None:
@@ -325,6 +344,12 @@ def main() -> None:
                         row["ours_anon_mb"] = round(r["mem"]["RssAnon"] / 2**20, 1)
                         # what serving the file added: resident memory now less the process's before the load
                         row["ours_served_mb"] = round((r["mem"]["VmRSS"] - ours.ready["base"]["VmRSS"]) / 2**20, 1)
+                        # of which the file's own pages (weights read in place) and the process's new anonymous
+                        # memory (tensors, KV cache, buffers); the rest is shared libraries paged in by the first fill
+                        row["ours_file_pages_mb"] = round(r["mem"]["FileMapped"] / 2**20, 1)
+                        row["ours_anon_growth_mb"] = round(
+                            (r["mem"]["RssAnon"] - ours.ready["base"]["RssAnon"]) / 2**20, 1)
+                        row["native"] = ours.ready["native"]
                 if fmt != "F32" and not args.no_before:
                     row["load_before"] = load_avg()
                     b = ours.ask(canvas=canvas, threads=t, steps=min(steps, 4), tiled=False)
@@ -336,10 +361,13 @@ def main() -> None:
                 table.setdefault(fmt, {}).setdefault(str(canvas), {})[str(t)] = {
                     "ours_ms": row.get("ours_ms"), "llamacpp_ms": row.get("llamacpp_ms"), "ratio": ratio}
                 print(json.dumps(row), flush=True)
+            last = rows[-1]
             memory.setdefault(fmt, {})[str(canvas)] = {
                 "file_mb": round(file_mb, 1), "ours_rss_peak_mb": rows[-1]["ours_rss_mb"],
                 "ours_anon_mb": rows[-1]["ours_anon_mb"], "ours_served_mb": rows[-1]["ours_served_mb"],
                 "ours_served_over_file": round(rows[-1]["ours_served_mb"] / file_mb, 3),
+                "ours_file_pages_mb": last["ours_file_pages_mb"], "ours_anon_growth_mb": last["ours_anon_growth_mb"],
+                "ours_model_over_file": round((last["ours_file_pages_mb"] + last["ours_anon_growth_mb"]) / file_mb, 3),
                 "llamacpp_rss_peak_mb": rows[-1].get("llamacpp_rss_mb")}
             ours.close()
     errs = logit_errors(files, canvases[0], Path(tmp.name))

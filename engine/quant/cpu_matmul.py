@@ -1,14 +1,22 @@
-"""CPU matmuls on quantized weights without expanding the whole weight: each weight is repacked once (at its first
-CPU call) into integer codes plus one scale (and bias) per group, and a matmul dequantizes `TILE_VALUES` values of
-rows at a time into one reused fp32 buffer (it stays in cache) and multiplies them with torch's GEMM; an expert
-stack runs only the experts the router picked, each on its own rows.
+"""CPU matmuls on quantized weights without expanding the whole weight. Two ways:
+
+- native (ggml types, where `engine.quant.native` builds: a C compiler is present and DG_NATIVE is not 0): the
+  weight's stored rows are read in place (no copy: a GGUF's map), and for up to FUSED_ROWS rows of x each weight row
+  is dequantized once, in L1, and multiplied with every row of x (`native.qmatmul`); for more rows of x, tiles of
+  `TILE_VALUES` values are dequantized natively and go through torch's GEMM.
+- torch (int8 / int4 / fp8, and ggml types where the native kernels are off): each weight is repacked once (at its
+  first CPU call) into integer codes plus one scale (and bias) per group, and tiles are dequantized by torch into one
+  reused fp32 buffer (it stays in cache) and multiplied with torch's GEMM.
+
+An expert stack runs only the experts the router picked, each on its own rows.
 
 Exact: a tile holds the very fp32 values `engine.quant.formats.dequantize` (and, for ggml blocks,
-`gguf.quants.dequantize`) computes (same operations in the same order), and the GEMM is fp32 (x @ tile.T, F.linear's
-orientation), so outputs match the whole-weight path to fp32 summation order (bit for bit where MKL blocks a
-tile's columns as it blocks the whole weight's). Layouts (`CpuWeight`): q (R, K) int8 codes (Q4_K and int4: two
-per byte, `nibbles`), `scale` (R, K / group) and optional `bias` (R, K / group); a value is q * scale + bias (int4:
-(q - zero) * scale, as its dequantizer).
+`gguf.quants.dequantize`) computes (same operations in the same order; the native kernels too, bit for bit), and
+the GEMM is fp32 (x @ tile.T, F.linear's orientation), so torch-way outputs match the whole-weight path to fp32
+summation order (bit for bit where MKL blocks a tile's columns as it blocks the whole weight's); the native
+row-by-row product sums in its own order (1e-6 of the output's scale in tests/quant/test_native.py). Layouts of the
+torch way (`CpuWeight`): q (R, K) int8 codes (Q4_K and int4: two per byte, `nibbles`), `scale` (R, K / group) and
+optional `bias` (R, K / group); a value is q * scale + bias (int4: (q - zero) * scale, as its dequantizer).
 
   Q8_0  q int8, scale = d (f16)                 Q5_0  q - 16 int8, scale = d (f16)
   Q5_1  q int8, scale = d, bias = m (f16)       Q4_K  q nibbles, scale = d*sc, bias = -(dmin*m) (fp32), group 32
@@ -31,7 +39,8 @@ from engine.quant.native import ops as native
 # False: the whole-weight path (dequantize, then torch's dense GEMM), for `python -m bench.cpu_quant`'s before figure
 ENABLED = True
 # Rows of x up to which a natively read weight is multiplied row by row in cache (`native.qmatmul`); above, its
-# dequantized tiles go through torch's GEMM (`python /tmp` microbench: fused faster up to ~32 rows on AVX2)
+# dequantized tiles go through torch's GEMM (1 thread, AVX2, 1024 x 1024 weights: the row-by-row product was the
+# faster up to 32 rows of x for Q4_K / Q6_K / Q8_0, the tiles from 64)
 FUSED_ROWS = 32
 # Values dequantized per tile: 256K fp32 values = 1 MB, which stays in a core's L2/L3 beside the activations.
 TILE_VALUES = 1 << 18
