@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import checkout_env, emit, machine, median  # noqa: E402
+from bench.cpu_quant_error import matmul_errors  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "dg-lsp"
 LLAMA_BIN = CACHE / "llama.cpp-build" / "bin"
@@ -372,8 +373,10 @@ def main() -> None:
             ours.close()
     errs = logit_errors(files, canvases[0], Path(tmp.name))
     print(f"logits vs F32 (ours): {errs}")
-    result = {"vs_llamacpp": table, "rows": rows, "before_ms": before, "logit_rel_err": errs, "memory": memory,
-              "llamacpp": str(cli) if cli else None, "steps": steps, "prompt_tokens": PROMPT_TOKENS,
+    matmul = matmul_errors(files)
+    print(f"one matmul vs F32 (the format's own error, x in 8 bits): {matmul}")
+    result = {"vs_llamacpp": table, "rows": rows, "before_ms": before, "logit_rel_err": errs, "matmul_error": matmul,
+              "memory": memory, "llamacpp": str(cli) if cli else None, "steps": steps, "prompt_tokens": PROMPT_TOKENS,
               "shape": {k: v for k, v in shape.items() if k != "layer_types"}, "vocab": vocab, "quick": args.quick,
               "loadavg_start_end": [rows[0].get("load_ours"), load_avg()] if rows else None, "machine": machine()}
     if not args.quick:

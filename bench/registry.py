@@ -108,6 +108,7 @@ HELPERS = [
     Helper("gpu_model", "gpu_suite"),
     Helper("parity_families", "parity"),
     Helper("parity_gguf", "parity"),
+    Helper("cpu_quant_error", "cpu_quant (what the 8-bit few-row product adds to a format's own error)"),
     Helper("engine_speed_families", "engine_speed"),
 ]
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 from dataclasses import dataclass
 
 import torch
@@ -116,7 +117,8 @@ class CpuWeight:
         m, n = x.shape[0], hi - lo
         if self.ggml and m <= FUSED_ROWS and self.k % 8 == 0:
             y = torch.empty(m, n, dtype=torch.float32) if out is None else out
-            return native.qmatmul(self.ggml, self.q, lo, hi, self.k, x.contiguous(), y)
+            product = native.qmatmul_int8 if int8_activations(self.ggml, self.k) else native.qmatmul
+            return product(self.ggml, self.q, lo, hi, self.k, x.contiguous(), y)
         step = max(1, min(n, TILE_VALUES // self.k))
         buf = torch.empty(step, self.k, dtype=torch.float32)
         y = torch.empty(m, n, dtype=torch.float32) if out is None else out
@@ -126,6 +128,16 @@ class CpuWeight:
             r2 = min(r + step, hi)
             y[:, r - lo:r2 - lo] = torch.mm(x, self.dequant(r, r2, buf).t())
         return y
+
+
+def int8_activations(qtype: str, k: int) -> bool:
+    """Whether few-row products with a `qtype` weight quantize x to 8 bits (`native.qmatmul_int8`, as llama.cpp
+    does): DG_CPU_ACTIVATIONS=int8 (the default), for the K-quants (Q4_K, Q5_K, Q6_K; rows of a multiple of 256) where
+    the library has the product (AVX2); =fp32 keeps x exact (`native.qmatmul`). bench.cpu_quant reports the error
+    it adds (matmul_errors: ~0.8% of the largest output, against Q4_K's own ~8% and Q6_K's ~3%)."""
+    if os.environ.get("DG_CPU_ACTIVATIONS", "int8") != "int8" or not native.int8_available(qtype):
+        return False
+    return k % 256 == 0
 
 
 def _ggml_codes(blocks: torch.Tensor, qtype: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:

@@ -93,6 +93,7 @@ def test_tiny_gguf_computes_what_its_dequantized_weights_compute(tiny, rule, way
     """Served packed, a GGUF computes what its dequantized twin does: exactly on the torch tile path (the same fp32
     values through the same GEMMs), to fp32 summation order on the native one (engine.quant.native: the same values,
     its own dot products)."""
+    monkeypatch.setenv("DG_CPU_ACTIVATIONS", "fp32")  # x exact: the 8-bit product is checked per matmul
     if way == "torch":
         monkeypatch.setenv("DG_NATIVE", "0")
     build.reset()

@@ -109,3 +109,28 @@ def test_a_failed_build_is_reported_not_raised(monkeypatch, tmp_path):
     monkeypatch.setattr(build, "_state", {})
     assert build.load() is None and "broken" in build.reason()
     assert not list((tmp_path / "cache").rglob("*.so"))
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_int8_product_is_the_weight_times_x_rounded_to_8_bits(qtype, m):
+    """The K-quants' 8-bit product (x in int8 per 256 values, integer sums): the dequantized weight times x rounded
+    as it rounds it, to fp32 summation order; against the exact x its error is x's rounding, well under the
+    format's own."""
+    if not ops.int8_available(qtype):
+        pytest.skip("the library has no 8-bit product here (no AVX2)")
+    k = 512
+    raw = _raw(qtype, 21, k, seed=m)
+    w = dequantize(raw, qtype, k)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
+    blocks = x.reshape(-1, 256)
+    scale = blocks.abs().amax(-1, keepdim=True) / 127
+    rounded = (torch.round(blocks * (1 / scale)).clamp(-127, 127) * scale).reshape(x.shape)
+    y = torch.full((m, 30), float("nan"))
+    got = ops.qmatmul_int8(qtype, raw, 1, 21, k, x, y[:, 4:24])
+    want = rounded @ w[1:21].T
+    assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max())
+    assert float((got - x @ w[1:21].T).abs().max()) <= 0.03 * float(want.abs().max())
+    assert torch.isnan(y[:, :4]).all() and torch.isnan(y[:, 24:]).all()
+    with pytest.raises(ValueError, match="not for Q8_0"):
+        ops.qmatmul_int8("Q8_0", _raw("Q8_0", 4, 256), 0, 4, 256, x[:, :256], torch.empty(m, 4))

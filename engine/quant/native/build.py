@@ -1,4 +1,4 @@
-"""The CPU dequantization library (dequant.c beside this file): compiled once per machine with the system's C
+"""The native CPU library (dequant.c and int8.c beside this file): compiled once per machine with the system's C
 compiler into the user cache, loaded with ctypes, and called on tensors' memory. Optional: without a compiler (or with
 DG_NATIVE=0) `load()` returns None, says why in `reason()`, and engine.quant.cpu_matmul keeps its torch path.
 
@@ -20,7 +20,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("dequant.c")
+HERE = Path(__file__).parent
+SOURCES = [HERE / "dequant.c", HERE / "int8.c"]  # one library; ggml_blocks.h is their shared header
+HEADERS = [HERE / "ggml_blocks.h"]
 # the first that compiles wins: OpenMP and the machine's instruction set, then without OpenMP, then plain -O3
 FLAG_SETS = (
     ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"],
@@ -53,7 +55,7 @@ def _version(cc: str) -> str:
 
 def _build(cc: str) -> tuple[Path | None, str]:
     """Compile (or find already compiled) the library: (path, "") or (None, why not)."""
-    source = SOURCE.read_bytes()
+    source = b"".join(p.read_bytes() for p in [*SOURCES, *HEADERS])
     errors = []
     version = _version(cc)
     for flags in FLAG_SETS:
@@ -64,7 +66,7 @@ def _build(cc: str) -> tuple[Path | None, str]:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
         os.close(fd)
-        cmd = [cc, *flags, "-shared", "-fPIC", "-o", tmp, str(SOURCE)]
+        cmd = [cc, *flags, "-shared", "-fPIC", "-o", tmp, *map(str, SOURCES), "-lm"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -86,6 +88,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.dg_dequant_gather.restype = i32
     lib.dg_qmatmul.argtypes = [i32, ptr, i64, i64, i64, ptr, i64, i64, ptr, i64, i32]
     lib.dg_qmatmul.restype = i32
+    lib.dg_qmatmul_int8.argtypes = [i32, ptr, i64, i64, i64, ptr, i64, i64, ptr, i64, i32]
+    lib.dg_qmatmul_int8.restype = i32
+    lib.dg_int8_available.argtypes = []
+    lib.dg_int8_available.restype = i32
     lib.dg_native_openmp.argtypes = []
     lib.dg_native_openmp.restype = i32
     return lib

@@ -7,27 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { F32 = 0, F16 = 1, BF16 = 2, Q8_0 = 3, Q5_0 = 4, Q5_1 = 5, Q4_K = 6, Q5_K = 7, Q6_K = 8 };
-
-static float f32_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* IEEE half -> float, exact (normals, subnormals, zero, inf, nan). */
-static float half(const uint8_t *p) {
-    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-    if (exp == 0) {
-        if (man == 0) return f32_bits(sign);
-        exp = 113; /* 2^-14 with the leading bit at 10, renormalized below */
-        while (!(man & 0x400u)) { man <<= 1; exp--; }
-        return f32_bits(sign | (exp << 23) | ((man & 0x3FFu) << 13));
-    }
-    if (exp == 31) return f32_bits(sign | 0x7F800000u | (man << 13));
-    return f32_bits(sign | ((exp + 112) << 23) | (man << 13));
-}
+#include "ggml_blocks.h"
 
 static void row_q8_0(const uint8_t *b, int64_t k, float *y) {
     for (int64_t i = 0; i < k / 32; i++, b += 34, y += 32) {
@@ -53,16 +33,6 @@ static void row_q5(const uint8_t *b, int64_t k, float *y, int has_min) {
             for (int j = 0; j < 32; j++) y[j] = d * (float)q[j] + m;
         else
             for (int j = 0; j < 32; j++) y[j] = d * (float)(q[j] - 16);
-    }
-}
-
-/* get_scale_min_k4: the 8 6-bit scales and mins packed in 12 bytes */
-static void scale_min_k4(const uint8_t *s, uint8_t *sc, uint8_t *mn) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
     }
 }
 

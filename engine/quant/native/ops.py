@@ -52,23 +52,48 @@ def gather(qtype: str, raw: torch.Tensor, ids: torch.Tensor, k: int) -> torch.Te
     return out.view(*ids.shape, k)
 
 
+INT8 = ("Q4_K", "Q5_K", "Q6_K")  # the types `qmatmul_int8` multiplies (where the library has it)
+
+
+def int8_available(qtype: str) -> bool:
+    """Whether `qmatmul_int8` runs for ggml type `qtype` here (the library built with AVX2 and FMA)."""
+    lib = build.load()
+    return qtype in INT8 and lib is not None and bool(lib.dg_int8_available())
+
+
 def qmatmul(qtype: str, raw: torch.Tensor, lo: int, hi: int, k: int, x: torch.Tensor, y: torch.Tensor,
             threads: int | None = None) -> torch.Tensor:
     """x (M, k) fp32 @ rows lo:hi of raw, transposed -> y (M, hi - lo) fp32 (rows of y may be strided): each weight
-    row dequantized once, in cache, and multiplied with every row of x (the way for few rows of x)."""
+    row dequantized once to its exact fp32 values, in cache, and multiplied with every row of x (for few rows of x)."""
+    return _product("dg_qmatmul", qtype, raw, lo, hi, k, x, y, threads)
+
+
+def qmatmul_int8(qtype: str, raw: torch.Tensor, lo: int, hi: int, k: int, x: torch.Tensor, y: torch.Tensor,
+                 threads: int | None = None) -> torch.Tensor:
+    """As `qmatmul`, in 8-bit integers as llama.cpp computes it (int8.c): x quantized per block to int8 codes, the
+    weight's codes and integer sub-scales multiplied exactly. Types: INT8, where `int8_available`."""
+    if not int8_available(qtype):
+        raise ValueError(f"native qmatmul_int8: not for {qtype} here (types {', '.join(INT8)}, AVX2 + FMA)")
+    return _product("dg_qmatmul_int8", qtype, raw, lo, hi, k, x, y, threads)
+
+
+def _product(fn: str, qtype: str, raw: torch.Tensor, lo: int, hi: int, k: int, x: torch.Tensor, y: torch.Tensor,
+             threads: int | None) -> torch.Tensor:
     lib = build.load()
     _check(raw)
     n, m = hi - lo, x.shape[0]
     if lib is None or not (0 <= lo <= hi <= raw.shape[0]) or k % 8:
-        raise ValueError(f"native qmatmul: bad call ({build.reason() or f'k={k} must be a multiple of 8'})")
+        raise ValueError(f"native {fn}: bad call ({build.reason() or f'k={k} must be a multiple of 8'})")
     if x.dtype != torch.float32 or x.shape[-1] != k or x.stride(-1) != 1:
-        raise ValueError(f"native qmatmul: x must be fp32 (M, {k}) with contiguous rows, got {x.dtype} "
+        raise ValueError(f"native {fn}: x must be fp32 (M, {k}) with contiguous rows, got {x.dtype} "
                          f"{tuple(x.shape)}")
     if y.dtype != torch.float32 or tuple(y.shape) != (m, n) or y.stride(-1) != 1:
-        raise ValueError(f"native qmatmul: y must be fp32 ({m}, {n}) with contiguous rows, got {tuple(y.shape)}")
+        raise ValueError(f"native {fn}: y must be fp32 ({m}, {n}) with contiguous rows, got {tuple(y.shape)}")
     nt = torch.get_num_threads() if threads is None else threads
-    rc = lib.dg_qmatmul(build.QTYPES[qtype], raw.data_ptr() + lo * raw.stride(0), raw.stride(0), n, k,
-                        x.data_ptr(), m, x.stride(0), y.data_ptr(), y.stride(0), nt)
+    rc = getattr(lib, fn)(build.QTYPES[qtype], raw.data_ptr() + lo * raw.stride(0), raw.stride(0), n, k,
+                          x.data_ptr(), m, x.stride(0), y.data_ptr(), y.stride(0), nt)
+    if rc == -3:
+        raise MemoryError(f"native {fn}: no memory for its buffers ({m} x {k})")
     if rc != 0:
-        raise ValueError(f"native qmatmul: type {qtype} refused ({rc})")
+        raise ValueError(f"native {fn}: type {qtype} with k={k} refused ({rc})")
     return y
