@@ -3,8 +3,9 @@
 ~316M parameters), llama.cpp's `llama-diffusion-cli` and our engine alternated row by row at 1 and 2 threads,
 canvases 32 and 256: median ms per denoising step over warm steps (llama.cpp: the gaps between its per-step log
 lines, so its prompt prefill is not counted; ours: the gaps between the engine's per-step drafts), the load average
-beside every row, each side's peak resident memory, our logits' error against the F32 file, and ours before this
-path (`engine.quant.cpu_matmul.ENABLED = False`: each whole weight dequantized per matmul).
+beside every row, each side's resident memory, our logits' error against the F32 file (bench.cpu_quant_error: and
+what x in 8 bits adds to one matmul), and ours before the native kernels (`before_ms`: DG_NATIVE=0, the torch tile
+path, in a second process on the same file).
 
     python -m bench.cpu_quant [--quick] [--formats F32,Q8_0,Q4_K_M] [--threads 1,2] [--canvases 32,256]
                               [--llamacpp DIR] [--steps 12]
@@ -141,7 +142,6 @@ import json, sys, time, torch
 from safetensors.torch import save_file
 from engine.engine import Engine
 from engine.model.transformer import KVCache
-from engine.quant import cpu_matmul
 from engine.quant.native import build
 def status():
     with open('/proc/self/status') as f:
@@ -172,13 +172,11 @@ for line in sys.stdin:
         print(json.dumps({'done': True}), flush=True)
         continue
     torch.set_num_threads(req['threads'])
-    cpu_matmul.ENABLED = req.get('tiled', True)
     stamps = []
     for d in eng.stream(ids, canvas_length=req['canvas'], steps=req['steps'], entropy_bound=1e-6, seed=0,
                         draft_text=False):
         if not d.done:  # the last draft carries the result, right after the last step's
             stamps.append(time.perf_counter())
-    cpu_matmul.ENABLED = True
     gaps = [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:], strict=False)]
     print(json.dumps({'gaps': gaps, 'mem': status()}), flush=True)
 """.replace("PROMPT", str(PROMPT_TOKENS))
@@ -293,7 +291,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="denoising steps per fill (the first 2 are not counted)")
     ap.add_argument("--llamacpp", default=None, help="folder holding llama-diffusion-cli (default: "
                     f"$DG_LLAMACPP_BIN or {LLAMA_BIN})")
-    ap.add_argument("--no-before", action="store_true", help="skip the whole-weight (before) figure")
+    ap.add_argument("--no-before", action="store_true", help="skip the torch-path (DG_NATIVE=0, before) figure")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_quant.json"), help="the JSON written")
     args = ap.parse_args()
     formats = args.formats.split(",")
@@ -321,7 +319,7 @@ def main() -> None:
     for fmt in formats:
         for canvas in canvases:
             path = files[fmt][canvas]
-            ours = Ours(path)
+            ours, old = Ours(path), None
             file_mb = path.stat().st_size / 2**20
             for t in threads:
                 row = {"format": fmt, "canvas": canvas, "threads": t}
@@ -352,8 +350,10 @@ def main() -> None:
                             (r["mem"]["RssAnon"] - ours.ready["base"]["RssAnon"]) / 2**20, 1)
                         row["native"] = ours.ready["native"]
                 if fmt != "F32" and not args.no_before:
+                    if old is None:
+                        old = Ours(path, native=False)
                     row["load_before"] = load_avg()
-                    b = ours.ask(canvas=canvas, threads=t, steps=min(steps, 4), tiled=False)
+                    b = old.ask(canvas=canvas, threads=t, steps=min(steps, 6))
                     row["before_ms"] = warm_median(b["gaps"])
                     before.setdefault(fmt, {}).setdefault(str(canvas), {})[str(t)] = row["before_ms"]
                 rows.append(row)
@@ -371,6 +371,8 @@ def main() -> None:
                 "ours_model_over_file": round((last["ours_file_pages_mb"] + last["ours_anon_growth_mb"]) / file_mb, 3),
                 "llamacpp_rss_peak_mb": rows[-1].get("llamacpp_rss_mb")}
             ours.close()
+            if old is not None:
+                old.close()
     errs = logit_errors(files, canvases[0], Path(tmp.name))
     print(f"logits vs F32 (ours): {errs}")
     matmul = matmul_errors(files)

@@ -22,6 +22,7 @@ from engine.denoising.denoise import PROB_SCALE, GeneratorNoise, NoiseSource
 from engine.denoising.runner import Schedule
 from engine.families.contract import MaskFamily
 from engine.families.registry import family_of
+from engine.formats import gguf
 from engine.kernels.table import Target
 from engine.loader import load_checkpoint_config, load_model, load_tokenizer
 from engine.model.kv_cache import KVCache, kv_bytes
@@ -109,6 +110,7 @@ class Engine(BaseEngine):
         self.cuda_graphs, self.compile = self._runner.graphs, self._runner.compile
 
     @classmethod
+    @gguf.reading()  # a GGUF's header parsed once for the whole load
     def from_pretrained(cls, path: str | Path | None = None, device: str | torch.device = "auto",
                         dtype: str | torch.dtype = "auto", prefix_cache_size: int = 4,
                         sampler_backend: str = "auto", prompt_format: str = "auto",

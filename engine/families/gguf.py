@@ -31,13 +31,7 @@ GGUF_SOURCE = gguf.SOURCE  # "gguf metadata": where the mask and eos ids were re
 def architecture(path: str | Path) -> str | None:
     """`general.architecture` of the GGUF at `path` (a file, or a directory holding one); None when it cannot be
     read (the DiffusionGemma loader then names what is wrong with the file)."""
-    from gguf import GGUFReader
-
-    try:
-        field = GGUFReader(gguf.gguf_files(path)[0], "r").get_field("general.architecture")
-        return str(field.contents()) if field is not None else None
-    except Exception:  # noqa: BLE001 -- a broken file: open_gguf's own message is the better one
-        return None
+    return gguf.architecture(path)
 
 
 def family_of_gguf(path: str | Path, families: Sequence[Family]) -> Family:

@@ -63,7 +63,7 @@ class WeightPlan:
             return {key: value.to(device=self.device, dtype=self.dtype, copy=copy)}
         parts = quantize(value, self.fmt, self.device, symmetric=self.symmetric, group_size=self.group_size)
         del value
-        _trim_heap()
+        trim_heap()
         return self._entries(key, parts)
 
     def _entries(self, key: str, parts: QuantParts) -> dict[str, torch.Tensor]:
@@ -111,7 +111,7 @@ def _same(a: QuantParts, b: QuantParts) -> bool:
                for x, y in pairs)
 
 
-def _trim_heap() -> None:
+def trim_heap() -> None:
     """Hand the freed temporaries of one tensor's quantization back to the OS (glibc's malloc_trim).
 
     glibc serves allocations of a few MB from its heap once large blocks have been freed (its mmap threshold adapts

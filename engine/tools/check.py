@@ -41,11 +41,12 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
     load_ms, prompt_format, prompt_preview (the sample hole's prompt decoded with its special tokens),
     prompt_tokens, canvas_lengths, eos_ids, sampler ({name: {value, source}}), weights (the format in force),
     weights_bytes, memory (weight bytes per format for this shape, the device's free memory, which formats fit, what
-    weights=auto picks, as lines to read), kv_bytes_per_token and kv_bytes_4k_context, and with `fill` the answer
-    (fill, raw canvas text, steps, fill_ms) and `seeded`: the same hole filled again from a canvas seeded with that
-    answer at start_noise 0 (how many of its tokens the model keeps: a checkpoint confident in its own answer keeps
-    them all, which a seeded rewrite relies on). On failure ok is False and `error` says what went wrong (a checkpoint
-    too big for the device names the format that would fit)."""
+    weights=auto picks, as lines to read), on a CPU cpu_kernels (whether the native kernels for quantized files are
+    in use or why not, with OpenMP, with the 8-bit products, DG_CPU_ACTIVATIONS), kv_bytes_per_token and
+    kv_bytes_4k_context, and with `fill` the answer (fill, raw canvas text, steps, fill_ms) and `seeded`: the same
+    hole filled again from a canvas seeded with that answer at start_noise 0 (how many of its tokens the model keeps:
+    a checkpoint confident in its own answer keeps them all, which a seeded rewrite relies on). On failure ok is False
+    and `error` says what went wrong (a checkpoint too big for the device names the format that would fit)."""
     out: dict[str, Any] = {"ok": False, "model": model or "default"}
     try:
         from engine.engine import Engine
@@ -72,6 +73,10 @@ def run_check(model: str | None = None, *, device: str = "auto", dtype: str = "a
                    weights_bytes=weights_bytes(eng.model), memory=memory,
                    kv_bytes_per_token=eng.kv_bytes_per_token(), kv_bytes_4k_context=eng.kv_bytes(4096),
                    eos_ids=list(eng.config.eos_token_ids), sampler=eng.settings_in_force())
+        if eng.device.type == "cpu":
+            from engine.quant.native import build
+
+            out["cpu_kernels"] = build.status()
         fmt = eng.prompt_format
         ids = fmt.context(eng.encode(SAMPLE_PREFIX), eng.encode(SAMPLE_SUFFIX), SAMPLE_HOLE)
         out["checkpoint"]["chat_template"] = _template_source(fmt)

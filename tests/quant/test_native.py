@@ -134,3 +134,15 @@ def test_int8_product_is_the_weight_times_x_rounded_to_8_bits(qtype, m):
     assert torch.isnan(y[:, :4]).all() and torch.isnan(y[:, 24:]).all()
     with pytest.raises(ValueError, match="not for Q8_0"):
         ops.qmatmul_int8("Q8_0", _raw("Q8_0", 4, 256), 0, 4, 256, x[:, :256], torch.empty(m, 4))
+
+
+def test_check_says_which_cpu_kernels_serve(monkeypatch):
+    """`dg-lsp --check` on a CPU names the native kernels in use, or why not."""
+    from engine.tools.check import run_check
+
+    out = run_check(None, device="cpu", fill=False)
+    assert out["ok"] and out["cpu_kernels"]["native"] is True and "int8_products" in out["cpu_kernels"]
+    monkeypatch.setenv("DG_NATIVE", "0")
+    monkeypatch.setattr(build, "_state", {})
+    out = run_check(None, device="cpu", fill=False)
+    assert out["cpu_kernels"] == {"native": False, "why": "DG_NATIVE=0"}

@@ -127,3 +127,13 @@ def reset() -> None:
     """Forget the loaded library (tests: load again under another environment)."""
     with _lock:
         _state.clear()
+
+
+def status() -> dict[str, object]:
+    """What `dg-lsp --check` shows on a CPU: whether the library is in use (else why not), with OpenMP, with the
+    8-bit products (AVX2)."""
+    lib = load()
+    if lib is None:
+        return {"native": False, "why": reason()}
+    return {"native": True, "openmp": bool(lib.dg_native_openmp()), "int8_products": bool(lib.dg_int8_available()),
+            "activations": os.environ.get("DG_CPU_ACTIVATIONS", "int8")}
