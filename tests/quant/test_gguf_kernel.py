@@ -1,8 +1,8 @@
 """The ggml-block MoE kernel (engine.kernels.gguf_moe) against its eager oracle under Triton's interpreter on the
 CPU, in a child process (TRITON_INTERPRET=1 must be set before triton is first imported): every type it decodes,
-ragged N, an empty expert, a one-expert linear, fp32 activations (fp16 on four types: FP16_QTYPES). bf16 is for a
-GPU run: the interpreter
-computes bf16 dots wrongly (moe_quant's int8 kernel too: rel err ~1e8 there, 1.7e-7 in fp32)."""
+ragged N, an empty expert, a one-expert linear, fp32 activations (fp16 on four types: FP16_QTYPES). bf16 is for
+a GPU run: the interpreter computes bf16 dots wrongly (moe_quant's int8 kernel too: rel err ~1e8 there, 1.7e-7 in
+fp32)."""
 
 from __future__ import annotations
 
