@@ -27,6 +27,12 @@ def shared_cache() -> Path:
         return Path(os.environ["MYPY_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dg-lsp" / "mypy"
 
+
+# Read when pytest imports this module, before any test runs: session fixtures elsewhere (tests/conformance's
+# private_cache) point XDG_CACHE_HOME at a temporary folder for the rest of their worker's session, and a test here
+# that read it then found no cache (91 s in a full run instead of 5).
+SHARED_CACHE = shared_cache()
+
 UNDECLARED = '''
 from dg_lsp.handlers.services import InlineSession
 
@@ -70,8 +76,8 @@ def test_handlers_are_checked_against_their_declared_services(tmp_path, monkeypa
         files[name] = tmp_path / f"{name}.py"
         files[name].write_text(textwrap.dedent(text))
     cache = tmp_path / "cache"
-    if shared_cache().is_dir():
-        shutil.copytree(shared_cache(), cache)
+    if SHARED_CACHE.is_dir():
+        shutil.copytree(SHARED_CACHE, cache)
     out, err, code = api.run(["--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache),
                               *map(str, files.values())])
     out += err
