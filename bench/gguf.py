@@ -107,10 +107,12 @@ def dequantizer_error() -> float:
     return worst
 
 
-def kernel_error() -> float:
-    """engine.kernels.gguf_moe against its oracle in a child process under Triton's interpreter (fp32 activations)."""
+def kernel_error(qtypes: tuple[str, ...] | None = None) -> float:
+    """engine.kernels.gguf_moe against its oracle in a child process under Triton's interpreter (fp32 activations),
+    on `qtypes` (default: every type it decodes)."""
+    which = "" if qtypes is None else f", qtypes={qtypes!r}"
     code = ("import json; import torch; from engine.kernels.gguf_moe import max_rel_errs; "
-            "print(json.dumps(max_rel_errs((torch.float32,))))")
+            f"print(json.dumps(max_rel_errs((torch.float32,){which})))")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
     return max(json.loads(r.stdout.strip().splitlines()[-1]).values())
@@ -132,9 +134,11 @@ def dequantized_mb(path: Path, compute_bytes: int) -> float:
 
 
 QTYPES = ("BF16", "F16", "Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_K_M")
-# --quick runs the loop on a float type and the Q4_K_M mix (K-quants and their fallbacks): a code-path check; each
-# type's load and logits are tests/quant/test_gguf.py's cases
-QUICK_QTYPES = ("BF16", "Q4_K_M")
+# --quick runs the loop on the Q4_K_M mix (K-quants and their fallbacks) against the F32 reference (the float path):
+# a code-path check; each type's load and logits are tests/quant/test_gguf.py's cases, and the kernel on Q4_K alone
+# (every type, fp32 and fp16: tests/quant/test_gguf_kernel.py)
+QUICK_QTYPES = ("Q4_K_M",)
+QUICK_KERNEL_QTYPES = ("Q4_K",)
 
 
 def logit_errors(root: Path, device: str = "cpu", qtypes: tuple[str, ...] = QTYPES) -> dict:
@@ -197,7 +201,8 @@ def load_stats(path: Path, dtype: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a smaller model for the load figures, logits of 2 types")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smaller model for the load figures, logits of the Q4_K_M mix, the kernel on Q4_K")
     ap.add_argument("--device", default="cpu", help="where the logit comparison runs (cuda: the packed kernels)")
     ap.add_argument("--logits-only", action="store_true", help="only the logit errors (the device check)")
     args = ap.parse_args()
@@ -224,7 +229,7 @@ def main() -> None:
               " a 24 GiB card")
     err = dequantizer_error()
     print(f"dequantizer vs gguf.quants.dequantize, max rel err over Q-types: {err}")
-    kerr = kernel_error()
+    kerr = kernel_error(QUICK_KERNEL_QTYPES if args.quick else None)
     print(f"Triton ggml-block MoE kernel vs its eager oracle (interpreter, fp32): max rel err {kerr}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

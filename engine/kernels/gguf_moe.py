@@ -165,15 +165,17 @@ def gguf_moe_reference(x: torch.Tensor, w: QuantParts, offsets: torch.Tensor) ->
     return out.to(x.dtype)
 
 
-def max_rel_errs(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float16), seed: int = 0) -> dict[str, float]:
-    """The kernel against `gguf_moe_reference` on random blocks (finite fp16 scales) of every type: a ragged expert
-    stack (N = 40 over tiles of 32, an empty expert) and a one-expert linear, per activation dtype. Run it where
-    Triton runs: a GPU, or TRITON_INTERPRET=1 set before triton is imported (fp32 and fp16 only there)."""
+def max_rel_errs(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float16), seed: int = 0,
+                 qtypes: tuple[str, ...] = tuple(QTYPE_CODE)) -> dict[str, float]:
+    """The kernel against `gguf_moe_reference` on random blocks (finite fp16 scales) of each type in `qtypes` (all by
+    default): a ragged expert stack (N = 40 over tiles of 32, an empty expert) and a one-expert linear, per activation
+    dtype. Run it where Triton runs: a GPU, or TRITON_INTERPRET=1 set before triton is imported (fp32 and fp16 only
+    there)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     out = {}
-    for qtype in QTYPE_CODE:
+    for qtype in qtypes:
         qk, size = BLOCKS[qtype]
         for name, e, n, k, rows in (("experts", 3, 40, 2 * max(qk, 64), (5, 0, 17)), ("linear", 1, 24, 256, (11,))):
             raw = rng.integers(0, 256, (e * n * (k // qk), size), dtype=np.uint8)
