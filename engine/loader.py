@@ -116,7 +116,7 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
     plan.finish(model)
     model.load_state_dict(state, assign=True, strict=True)
     del state
-    trim_heap()  # the reader's and converters' freed temporaries back to the OS (a GGUF's metadata alone: ~30 MB)
+    trim_heap()  # the reader's and converters' freed temporaries back to the OS
     return model.eval().requires_grad_(False)
 
 
