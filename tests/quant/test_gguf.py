@@ -98,6 +98,8 @@ def test_tiny_gguf_computes_what_its_dequantized_weights_compute(tiny, rule, way
         monkeypatch.setenv("DG_NATIVE", "0")
     build.reset()
     monkeypatch.setattr(build, "_state", {})  # the library state as this test found it comes back after
+    if way == "native" and build.load() is None:
+        pytest.skip(f"the native library does not build here: {build.reason()}")
     src, root = tiny
     path = W.write_gguf(src, root / f"{rule}.gguf", W.q4_k_m_type if rule == "q4_k_m" else rule)
     info = G.open_gguf(path)

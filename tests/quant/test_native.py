@@ -140,7 +140,7 @@ def test_check_says_which_cpu_kernels_serve(monkeypatch):
     """`dg-lsp --check` on a CPU names the native kernels in use, or why not."""
     from engine.tools.check import run_check
 
-    out = run_check(None, device="cpu", fill=False)
+    out = run_check(None, device="cpu", fill=False)  # the `library` fixture skipped where nothing builds
     assert out["ok"] and out["cpu_kernels"]["native"] is True and "int8_products" in out["cpu_kernels"]
     monkeypatch.setenv("DG_NATIVE", "0")
     monkeypatch.setattr(build, "_state", {})
