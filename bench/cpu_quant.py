@@ -349,7 +349,7 @@ def main() -> None:
                         row["ours_anon_growth_mb"] = round(
                             (r["mem"]["RssAnon"] - ours.ready["base"]["RssAnon"]) / 2**20, 1)
                         row["native"] = ours.ready["native"]
-                if fmt != "F32" and not args.no_before:
+                if fmt != "F32" and not args.no_before and not args.quick:
                     if old is None:
                         old = Ours(path, native=False)
                     row["load_before"] = load_avg()

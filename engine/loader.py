@@ -23,7 +23,7 @@ from engine.config import CheckpointConfig, TextConfig, load_config
 from engine.formats import gguf
 from engine.model.transformer import DiffusionGemmaText, map_name
 from engine.quant.checkpoint import tensors as source_tensors
-from engine.quant.plan import WeightPlan, trim_heap
+from engine.quant.plan import WeightPlan, one_heap_arena, trim_heap
 
 
 class CheckpointError(ValueError):
@@ -117,6 +117,8 @@ def load_model(path: str | Path, cfg: TextConfig, device: torch.device, dtype: t
     model.load_state_dict(state, assign=True, strict=True)
     del state
     trim_heap()  # the reader's and converters' freed temporaries back to the OS
+    if device.type == "cpu":
+        one_heap_arena()  # the matmuls' worker threads share the main heap (freed blocks are reused, not kept apart)
     return model.eval().requires_grad_(False)
 
 

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # module -> (arguments after the module name; "{tmp}" is the test's temporary folder, keys its last line must have:
 # "a.b" is key b of the object at key a)
 QUICK: dict[str, tuple[list[str], set[str]]] = {
-    "cpu_quant": (["--quick"], {"vs_llamacpp", "rows", "before_ms", "logit_rel_err", "memory", "machine"}),
+    "cpu_quant": (["--quick"], {"vs_llamacpp", "rows", "before_ms", "logit_rel_err", "matmul_error", "memory",
+                                "machine"}),
     "engine_speed": (["--quick"], {"speedup_vs_transformers", "engine_ms_per_step", "transformers_ms_per_step",
                                    "engine_reference_mode_ms_per_step", "params_m", "machine",
                                    "families.dream.exact_ms_per_step", "families.llada.exact_ms_per_step"}),

@@ -146,3 +146,11 @@ def test_check_says_which_cpu_kernels_serve(monkeypatch):
     monkeypatch.setattr(build, "_state", {})
     out = run_check(None, device="cpu", fill=False)
     assert out["cpu_kernels"] == {"native": False, "why": "DG_NATIVE=0"}
+
+
+def test_missing_sources_are_reported_not_raised(monkeypatch, tmp_path):
+    """An install without the kernels' source (a wheel that left it out) serves on the torch path and says why."""
+    monkeypatch.setattr(build, "HEADERS", [tmp_path / "gone.h"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "_state", {})
+    assert build.load() is None and "source is missing" in build.reason()

@@ -55,7 +55,10 @@ def _version(cc: str) -> str:
 
 def _build(cc: str) -> tuple[Path | None, str]:
     """Compile (or find already compiled) the library: (path, "") or (None, why not)."""
-    source = b"".join(p.read_bytes() for p in [*SOURCES, *HEADERS])
+    try:
+        source = b"".join(p.read_bytes() for p in [*SOURCES, *HEADERS])
+    except OSError as exc:  # an install that left the sources out: the torch path serves, and says why
+        return None, f"the kernels' source is missing ({exc})"
     errors = []
     version = _version(cc)
     for flags in FLAG_SETS:
