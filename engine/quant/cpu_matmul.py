@@ -59,6 +59,7 @@ class CpuWeight:
     nibbles: str = ""  # "" | "k" (K-quant order: low nibbles elems 0..15 of a group, high 16..31) | "int4"
     zero: torch.Tensor | None = None  # int4: (R, K // group) uint8 zero points
     ggml: str = ""  # a ggml type: q is the stored rows (R, row_bytes) uint8, dequantized natively (no scale/bias)
+    int8: bool = False  # ggml: few-row products with x in 8 bits (`int8_activations`, decided once at packing)
 
     @property
     def rows(self) -> int:
@@ -117,7 +118,7 @@ class CpuWeight:
         m, n = x.shape[0], hi - lo
         if self.ggml and m <= FUSED_ROWS and self.k % 8 == 0:
             y = torch.empty(m, n, dtype=torch.float32) if out is None else out
-            product = native.qmatmul_int8 if int8_activations(self.ggml, self.k) else native.qmatmul
+            product = native.qmatmul_int8 if self.int8 else native.qmatmul
             return product(self.ggml, self.q, lo, hi, self.k, x.contiguous(), y)
         step = max(1, min(n, TILE_VALUES // self.k))
         buf = torch.empty(step, self.k, dtype=torch.float32)
@@ -132,9 +133,10 @@ class CpuWeight:
 
 def int8_activations(qtype: str, k: int) -> bool:
     """Whether few-row products with a `qtype` weight quantize x to 8 bits (`native.qmatmul_int8`, as llama.cpp
-    does): DG_CPU_ACTIVATIONS=int8 (the default), for the K-quants (Q4_K, Q5_K, Q6_K; rows of a multiple of 256) where
-    the library has the product (AVX2); =fp32 keeps x exact (`native.qmatmul`). bench.cpu_quant reports the error
-    it adds (matmul_errors: ~0.8% of the largest output, against Q4_K's own ~8% and Q6_K's ~3%)."""
+    does; read once, when a weight is packed at its first CPU call): DG_CPU_ACTIVATIONS=int8 (the default), for the
+    K-quants (Q4_K, Q5_K, Q6_K; rows of a multiple of 256) where the library has the product (AVX2); =fp32 keeps x
+    exact (`native.qmatmul`). bench.cpu_quant reports the error it adds (matmul_errors: ~0.8% of the largest
+    output, against Q4_K's own ~8% and Q6_K's ~3%)."""
     if os.environ.get("DG_CPU_ACTIVATIONS", "int8") != "int8" or not native.int8_available(qtype):
         return False
     return k % 256 == 0
@@ -197,7 +199,8 @@ def pack(p: QuantParts) -> CpuWeight:
         block, size = GQ.BLOCKS[qtype]
         raw = p.qweight.reshape(-1, p.qweight.shape[-1])
         if native.available(qtype):  # the stored rows, read in place (no copy)
-            return CpuWeight(tuple(p.shape), raw, raw.new_empty(0), None, block, ggml=qtype)
+            return CpuWeight(tuple(p.shape), raw, raw.new_empty(0), None, block, ggml=qtype,
+                             int8=int8_activations(qtype, k))
         rows = raw.shape[0]
         qs, scales, biases = [], [], []
         step = max(1, GQ.CHUNK_VALUES // k)

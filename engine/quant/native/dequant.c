@@ -42,15 +42,7 @@ static void row_qk(const uint8_t *b, int64_t k, float *y, int five) {
         const float d = half(b), dmin = half(b + 2);
         uint8_t sc[8], mn[8], q[256];
         scale_min_k4(b + 4, sc, mn);
-        const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16);
-        for (int c = 0; c < 4; c++) /* 32 bytes of qs: sub-block 2c in the low nibbles, 2c+1 in the high ones */
-            for (int l = 0; l < 32; l++) {
-                q[64 * c + l] = qs[32 * c + l] & 0x0F;
-                q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
-            }
-        if (five)
-            for (int j = 0; j < 8; j++)
-                for (int l = 0; l < 32; l++) q[32 * j + l] |= (uint8_t)(((qh[l] >> j) & 1) << 4);
+        qk_codes(b, five, q);
         for (int j = 0; j < 8; j++, y += 32) {
             const float ds = d * (float)sc[j], dm = dmin * (float)mn[j];
             for (int l = 0; l < 32; l++) {
@@ -65,20 +57,11 @@ static void row_q6_k(const uint8_t *b, int64_t k, float *y) {
     for (int64_t i = 0; i < k / 256; i++, b += 210, y += 256) {
         const int8_t *scales = (const int8_t *)(b + 192);
         const float d = half(b + 208);
-        int8_t q[256];
-        for (int h = 0; h < 2; h++) { /* element h*128 + 32t + l: ql nibble, qh 2-bit field t */
-            const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
-            int8_t *o = q + 128 * h;
-            for (int l = 0; l < 32; l++) {
-                o[l] = (int8_t)(((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32);
-                o[l + 32] = (int8_t)(((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                o[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-            }
-        }
+        uint8_t q[256];
+        q6k_codes(b, q);
         for (int g = 0; g < 16; g++) {
             const float ds = d * (float)scales[g];
-            for (int t = 0; t < 16; t++) y[16 * g + t] = ds * (float)q[16 * g + t];
+            for (int t = 0; t < 16; t++) y[16 * g + t] = ds * (float)((int)q[16 * g + t] - 32);
         }
     }
 }

@@ -1,5 +1,5 @@
 /* What the native kernels share: the ggml type codes (engine/quant/native/build.py's QTYPES), the exact fp16 ->
- * fp32 conversion and the K-quants' packed 6-bit scales. Layouts: engine/formats/gguf_quants.py's docstring. */
+ * fp32 conversion, the K-quants' packed 6-bit scales and their codes. Layouts: engine/formats/gguf_quants.py's docstring. */
 #ifndef DG_GGML_BLOCKS_H
 #define DG_GGML_BLOCKS_H
 #include <stdint.h>
@@ -34,6 +34,35 @@ static inline void scale_min_k4(const uint8_t *s, uint8_t *sc, uint8_t *mn) {
         mn[j] = s[j + 4] & 63;
         sc[j + 4] = (uint8_t)((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
         mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+    }
+}
+
+/* A Q4_K / Q5_K block's 256 codes (0..15 / 0..31) in element order: 32 bytes of qs hold sub-block 2c in their low
+ * nibbles, 2c+1 in their high ones; Q5_K's 5th bit of sub-block j's element l is bit j of qh[l]. */
+static inline void qk_codes(const uint8_t *b, int five, uint8_t *q) {
+    const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = qs[32 * c + l] & 0x0F;
+            q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        }
+    if (five)
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) q[32 * j + l] |= (uint8_t)(((qh[l] >> j) & 1) << 4);
+}
+
+/* A Q6_K block's 256 codes (0..63, the value's q + 32) in element order: element h*128 + 32t + l is ql's nibble and
+ * qh's 2-bit field t. */
+static inline void q6k_codes(const uint8_t *b, uint8_t *q) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        uint8_t *o = q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            o[l] = (uint8_t)((ql[l] & 0x0F) | ((qh[l] & 3) << 4));
+            o[l + 32] = (uint8_t)((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
+            o[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            o[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
     }
 }
 

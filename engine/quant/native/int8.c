@@ -45,16 +45,7 @@ static void decode(int qtype, const uint8_t *b, int64_t k, Row r) {
         if (qtype == Q6_K) {
             const int8_t *scales = (const int8_t *)(b + 192);
             const float d = half(b + 208);
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
-                uint8_t *p = o + 128 * h;
-                for (int l = 0; l < 32; l++) {
-                    p[l] = (uint8_t)((ql[l] & 0x0F) | ((qh[l] & 3) << 4));
-                    p[l + 32] = (uint8_t)((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
-                    p[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-                    p[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-                }
-            }
+            q6k_codes(b, o);
             for (int g = 0; g < 16; g++) {
                 for (int l = 0; l < 8; l++) sv[8 * g + l] = scales[g];
                 mo[g] = scales[g];
@@ -62,18 +53,9 @@ static void decode(int qtype, const uint8_t *b, int64_t k, Row r) {
             r.dw[i] = d;
             r.dm[i] = 32.0f * d;
         } else {
-            const int five = qtype == Q5_K;
             uint8_t sc[8], mn[8];
             scale_min_k4(b + 4, sc, mn);
-            const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16);
-            for (int c = 0; c < 4; c++)
-                for (int l = 0; l < 32; l++) {
-                    o[64 * c + l] = qs[32 * c + l] & 0x0F;
-                    o[64 * c + 32 + l] = qs[32 * c + l] >> 4;
-                }
-            if (five)
-                for (int j = 0; j < 8; j++)
-                    for (int l = 0; l < 32; l++) o[32 * j + l] |= (uint8_t)(((qh[l] >> j) & 1) << 4);
+            qk_codes(b, qtype == Q5_K, o);
             for (int j = 0; j < 8; j++) {
                 for (int l = 0; l < 16; l++) sv[16 * j + l] = sc[j];
                 mo[2 * j] = mo[2 * j + 1] = mn[j];
